@@ -1,0 +1,1 @@
+"""Firebreak: the Slack surface and the incident domain."""

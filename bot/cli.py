@@ -1,0 +1,78 @@
+"""`firebreak serve | console | audit export | audit verify`."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from bot import logs
+from bot.config import ConfigError, load_settings
+from bot.policy import PolicyError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="firebreak", description="Chat-ops incident bot for ML platforms")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run the Slack app (HTTP mode, or Socket Mode with SLACK_APP_TOKEN)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=3000)
+    c = sub.add_parser("console", help="try Firebreak in the terminal against an embedded Slack emulator")
+    c.add_argument("--user", default="U_YOU", help="Slack user id to act as at start")
+    c.add_argument("--script", help="run the lines of this file, then exit (non-interactive)")
+    a = sub.add_parser("audit", help="the hash-chained audit log")
+    asub = a.add_subparsers(dest="audit_cmd", required=True)
+    e = asub.add_parser("export", help="print entries as JSON Lines")
+    e.add_argument("--incident")
+    asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+async def _audit(args: argparse.Namespace) -> int:
+    from bot.audit import AuditLog
+    from bot.clock import SystemClock
+    from bot.store import connect
+
+    settings = load_settings()
+    r = connect(settings.redis_url)
+    log = AuditLog(r, SystemClock())
+    try:
+        if args.audit_cmd == "export":
+            async for e in log.entries(args.incident):
+                sys.stdout.write(json.dumps(e, sort_keys=True, ensure_ascii=False) + "\n")
+            return 0
+        bad = await log.verify()
+        if bad is None:
+            n = await r.llen("fb:{audit}:log")
+            print(f"audit chain OK ({n} entries)")
+            return 0
+        print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)
+        return 1
+    finally:
+        await r.aclose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logs.configure(args.log_level, json=args.cmd == "serve")
+    try:
+        if args.cmd == "serve":
+            from bot.serve import serve
+
+            asyncio.run(serve(load_settings(), args.host, args.port))
+            return 0
+        if args.cmd == "console":
+            from bot.console.main import run_console
+
+            return asyncio.run(run_console(args.user, args.script))
+        return asyncio.run(_audit(args))
+    except (ConfigError, PolicyError) as exc:
+        print(f"firebreak: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Comms: status updates, cadence reminders, public-granularity and secret checks."""

@@ -1,0 +1,64 @@
+"""Process configuration from the environment (DESIGN.md section 8).
+
+Settings are built once in the entry point and passed down; nothing reads the
+environment at import time.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SLACK_API_URL = "https://slack.com/api/"
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line for the operator."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = DEFAULT_SLACK_API_URL
+    redis_url: str | None = None
+    kubeconfig: Path | None = None
+    prometheus_url: str | None = None
+    firebreak_policy_dir: Path | None = None
+    alertmanager_token: SecretStr | None = None
+    firebreak_stakeholder_channel: str | None = None
+    firebreak_security_channel: str | None = None
+    firebreak_scheduler_tick: float = Field(default=0.5, gt=0)
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _trailing_slash(cls, v: str) -> str:
+        # slack_sdk joins base_url + method, so the slash matters.
+        return v if v.endswith("/") else v + "/"
+
+    def require_slack(self) -> None:
+        missing = [
+            name
+            for name, val in (
+                ("SLACK_BOT_TOKEN", self.slack_bot_token),
+                ("SLACK_SIGNING_SECRET", self.slack_signing_secret),
+            )
+            if not val or not val.get_secret_value()
+        ]
+        if missing:
+            raise ConfigError(
+                f"missing {', '.join(missing)}: set it in the environment "
+                "(or run `firebreak console` to try Firebreak without Slack)"
+            )
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]).upper()
+        raise ConfigError(f"bad configuration {field}: {first['msg']}") from None

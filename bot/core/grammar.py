@@ -1,0 +1,110 @@
+"""Tokenising and parsing `/incident` text into typed commands.
+
+Phones send smart quotes and apostrophes; only double quotes group words, so
+"Chat's latency" stays one word and an unbalanced quote is just a character.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "＂": '"', "—": "--", "–": "--"})
+_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
+MENTION = re.compile(r"^<@([UW][A-Z0-9]{1,20})(?:\|[^>]*)?>$")
+
+
+class UsageError(Exception):
+    """Bad input: the message says what was wrong and what to type instead."""
+
+    def __init__(self, message: str, usage: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+
+    def render(self) -> str:
+        return f"{self.message}\nUsage: `{self.usage}`" if self.usage else self.message
+
+
+def normalise(text: str) -> str:
+    return text.translate(_QUOTES).replace("\u00a0", " ").strip()
+
+
+def tokens(text: str) -> list[str]:
+    return [m.group(1) if m.group(1) is not None else m.group(2) for m in _TOKEN.finditer(text)]
+
+
+def user_id(token: str) -> str | None:
+    m = MENTION.match(token.strip())
+    return m.group(1) if m else None
+
+
+@dataclass
+class Spec:
+    """The shape of one subcommand's arguments.
+
+    positional: names of leading single-word arguments.
+    rest: name of the field that takes the remaining words (free text).
+    flags: flag name -> "one" | "many" | "bool".
+    pairs: accept key=value words (collected into ``params``).
+    """
+
+    usage: str
+    positional: tuple[str, ...] = ()
+    rest: str | None = None
+    rest_raw: bool = False
+    flags: dict[str, str] = field(default_factory=dict)
+    pairs: bool = False
+
+    def parse(self, text: str) -> dict[str, Any]:
+        if self.rest_raw and not self.flags and not self.positional:
+            # Free text kept byte for byte (status updates, reasons).
+            return {self.rest: text.strip()} if self.rest else {}
+        words = tokens(text)
+        out: dict[str, Any] = {}
+        free: list[str] = []
+        params: dict[str, str] = {}
+        pos = list(self.positional)
+        i = 0
+        while i < len(words):
+            w = words[i]
+            if w.startswith("--") and len(w) > 2:
+                name, _, inline = w[2:].partition("=")
+                kind = self.flags.get(name)
+                if kind is None:
+                    known = ", ".join(f"--{f}" for f in self.flags) or "none"
+                    raise UsageError(f"Unknown option `--{name}` (options: {known}).", self.usage)
+                if kind == "bool":
+                    out[name.replace("-", "_")] = True
+                else:
+                    if inline:
+                        val = inline
+                    else:
+                        i += 1
+                        if i >= len(words):
+                            raise UsageError(f"`--{name}` needs a value.", self.usage)
+                        val = words[i]
+                    key = name.replace("-", "_")
+                    if kind == "many":
+                        out.setdefault(key, []).append(val)
+                    elif key in out:
+                        raise UsageError(f"`--{name}` given twice.", self.usage)
+                    else:
+                        out[key] = val
+            elif pos:
+                out[pos.pop(0)] = w
+            elif self.pairs and "=" in w and not w.startswith("="):
+                k, _, v = w.partition("=")
+                params[k] = v
+            elif self.rest:
+                free.append(w)
+            else:
+                raise UsageError(f"Unexpected `{w[:40]}`.", self.usage)
+            i += 1
+        if pos:
+            raise UsageError(f"Missing <{pos[0]}>.", self.usage)
+        if self.rest and free:
+            out[self.rest] = " ".join(free)
+        if self.pairs:
+            out["params"] = params
+        return out

@@ -1,0 +1,76 @@
+"""Typed requests and outcomes: what every way in is turned into."""
+from __future__ import annotations
+
+import uuid
+from enum import Enum
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Source(str, Enum):
+    slash = "slash"
+    button = "button"
+    modal = "modal"
+    webhook = "webhook"
+    event = "event"
+    console = "console"
+    scheduler = "scheduler"
+
+
+class Command(BaseModel):
+    """Base of every typed command. ``name`` keys the policy and the registry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: ClassVar[str]
+
+    def subject_role(self) -> str | None:
+        """For the "holder" rule: the role this command acts on, if any."""
+        return None
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    command: Command
+    actor: str  # Slack user id, or "system"
+    source: Source
+    channel_id: str | None = None
+    incident_id: str | None = None
+    id: str = Field(default_factory=new_request_id)
+    response_url: str | None = None
+    trigger_id: str | None = None
+    message_ts: str | None = None
+
+
+class Outcome(BaseModel):
+    """What came of a request: a reply for the actor and the audit detail."""
+
+    result: str = "ok"  # ok | refused | error
+    message: str = ""
+    blocks: list[dict[str, Any]] | None = None
+    audit: dict[str, Any] = Field(default_factory=dict)
+    incident_id: str | None = None
+    # Some outcomes are themselves channel posts (e.g. `status`): say it in the reply.
+    public: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.result == "ok"
+
+    @classmethod
+    def refused(cls, message: str, **audit: Any) -> "Outcome":
+        return cls(result="refused", message=message, audit=audit)
+
+
+class Refusal(Exception):
+    """Raised inside a handler to refuse with a reason; nothing was changed."""
+
+    def __init__(self, message: str, **audit: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.audit = audit

@@ -1,0 +1,1 @@
+"""The incident domain: models, rules (pure functions) and Redis persistence."""

@@ -1,0 +1,137 @@
+"""Typed incident commands: the contract of each `/incident` subcommand."""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from bot.core.grammar import user_id
+from bot.core.request import Command
+from bot.incidents.roles import ROLES
+
+_SEV = re.compile(r"^(?:sev)?([1-4])$", re.IGNORECASE)
+_CELL = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def _sev(v: object) -> object:
+    if isinstance(v, str):
+        m = _SEV.match(v.strip())
+        if not m:
+            raise ValueError(f"`{v[:20]}` is not a SEV: use 1 (worst) to 4")
+        return int(m.group(1))
+    return v
+
+
+def _user(v: object) -> str:
+    uid = user_id(str(v))
+    if uid is None:
+        raise ValueError(f"`{str(v)[:30]}` is not a Slack user: mention them, like @alex")
+    return uid
+
+
+def _role(v: object) -> str:
+    r = str(v).lower()
+    if r not in ROLES:
+        raise ValueError(f"`{str(v)[:20]}` is not a role: use one of {', '.join(ROLES)}")
+    return r
+
+
+class Declare(Command):
+    name: ClassVar[str] = "declare"
+    title: str = Field(min_length=3, max_length=200)
+    sev: int = Field(default=3, ge=1, le=4)
+    cell: list[str] = Field(default_factory=list)
+    product: str | None = Field(default=None, max_length=80)
+    region: str | None = Field(default=None, max_length=40)
+
+    _sev_v = field_validator("sev", mode="before")(lambda cls, v: _sev(v))
+
+    @field_validator("cell")
+    @classmethod
+    def _cells(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if not _CELL.match(c):
+                raise ValueError(f"`{c[:30]}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
+        return list(dict.fromkeys(v))
+
+
+class Sev(Command):
+    name: ClassVar[str] = "sev"
+    sev: int = Field(ge=1, le=4)
+    reason: str = Field(min_length=1, max_length=500)
+
+    _sev_v = field_validator("sev", mode="before")(lambda cls, v: _sev(v))
+
+
+class Assess(Command):
+    name: ClassVar[str] = "assess"
+    users_burn: float | None = Field(default=None, ge=0, le=1e6)
+    gpus: int | None = Field(default=None, ge=0, le=10_000_000)
+    quality: bool = False
+    security: bool = False
+
+    @model_validator(mode="after")
+    def _some_axis(self) -> "Assess":
+        if self.users_burn is None and self.gpus is None and not self.quality and not self.security:
+            raise ValueError("give at least one axis: --users-burn X, --gpus N, --quality or --security")
+        return self
+
+
+class Role(Command):
+    name: ClassVar[str] = "role"
+    role: str
+    user: str
+
+    _role_v = field_validator("role", mode="before")(lambda cls, v: _role(v))
+    _user_v = field_validator("user", mode="before")(lambda cls, v: _user(v))
+
+
+class HandoffCmd(Command):
+    name: ClassVar[str] = "handoff"
+    role: str
+    user: str
+    threads: list[str] = Field(default_factory=list)
+
+    _role_v = field_validator("role", mode="before")(lambda cls, v: _role(v))
+    _user_v = field_validator("user", mode="before")(lambda cls, v: _user(v))
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        # --threads "a; b" may also be given more than once.
+        if isinstance(v, list):
+            return [t.strip() for item in v for t in str(item).split(";") if t.strip()]
+        return v
+
+    def subject_role(self) -> str | None:
+        return self.role
+
+
+class Accept(Command):
+    """Pressing Accept on a handoff (a button, never typed)."""
+
+    name: ClassVar[str] = "accept"
+    handoff: str = Field(pattern=r"^HO-[0-9]+$")
+
+
+class Update(Command):
+    name: ClassVar[str] = "update"
+    text: str = Field(min_length=1, max_length=3000)
+
+
+class Status(Command):
+    name: ClassVar[str] = "status"
+
+
+class Help(Command):
+    name: ClassVar[str] = "help"
+    topic: str | None = None
+
+
+class Mitigated(Command):
+    name: ClassVar[str] = "mitigated"
+
+
+class Resolved(Command):
+    name: ClassVar[str] = "resolved"

@@ -1,0 +1,94 @@
+"""Role assignment and explicit handoffs (effective only on the receiver's Accept)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.core.grammar import Spec
+from bot.core.registry import route
+from bot.core.request import Outcome, Refusal, Request
+from bot.incidents.commands import Accept, HandoffCmd, Role
+from bot.incidents.models import Handoff, Incident
+from bot.incidents.roles import ROLE_TITLES
+from bot.incidents.views import announce, joined, refresh_card
+from bot.slack import cards
+from bot.slack.gateway import SlackFailure
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+
+@route(Role, spec=Spec("/incident role <role> <@user>", positional=("role", "user")),
+       summary="assign a role (ic ops comms scribe model capacity security)")
+async def role(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
+    cmd: Role = req.command  # type: ignore[assignment]
+    assert inc is not None
+    if cmd.role == "ic":
+        raise Refusal("The IC changes by explicit handoff: `/incident handoff ic @user`.")
+    changed = await svc.incidents.set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
+    if not changed:
+        return Outcome(message=f"<@{cmd.user}> already holds {cmd.role}.")
+    if inc.channel_id:
+        try:
+            await svc.slack.invite(inc.channel_id, [cmd.user])
+        except SlackFailure:
+            pass  # not being able to invite does not undo the role; the announce says who holds it
+    prev = inc.holder(cmd.role)
+    warn = await announce(svc, inc.id, f":busts_in_silhouette: <@{cmd.user}> is now {ROLE_TITLES[cmd.role]} (set by <@{req.actor}>).")
+    warn2 = await refresh_card(svc, inc.id)
+    return Outcome(message=joined(f"<@{cmd.user}> is now {cmd.role} in {inc.id}.", warn, warn2),
+                   audit={"role": cmd.role, "user": cmd.user, "previous": prev})
+
+
+@route(
+    HandoffCmd,
+    spec=Spec('/incident handoff <role> <@user> [--threads "a; b"]', positional=("role", "user"),
+              flags={"threads": "many"}),
+    summary="hand a role over; effective when they press Accept",
+)
+async def handoff(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
+    cmd: HandoffCmd = req.command  # type: ignore[assignment]
+    assert inc is not None
+    if inc.holder(cmd.role) == cmd.user:
+        raise Refusal(f"<@{cmd.user}> already holds {cmd.role}.")
+    now = svc.clock.now()
+    h = await svc.incidents.create_handoff(Handoff(
+        id="HO-0", incident=inc.id, role=cmd.role, from_user=inc.holder(cmd.role), to_user=cmd.user,
+        requested_by=req.actor, requested_at=now, threads=cmd.threads,
+    ))
+    if not inc.channel_id:
+        raise Refusal(f"{inc.id} has no channel to post the handoff in.")
+    await svc.slack.invite(inc.channel_id, [cmd.user])
+    ts = await svc.slack.post(inc.channel_id, cards.handoff_text(h, inc, now), cards.handoff_blocks(h, inc, now))
+    await svc.incidents.set_handoff_message(h, ts)
+    return Outcome(
+        message=f"Handoff {h.id} posted: {cmd.role} to <@{cmd.user}>. It takes effect when they press Accept.",
+        audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user, "threads": cmd.threads},
+    )
+
+
+@route(Accept, spec=None, summary="accept a handoff (button)")
+async def accept(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
+    cmd: Accept = req.command  # type: ignore[assignment]
+    assert inc is not None
+    now = svc.clock.now()
+    change = await svc.incidents.accept_handoff(inc.id, cmd.handoff, req.actor, now)
+    h = await svc.incidents.get_handoff(inc.id, cmd.handoff)
+    if change.code == -3 or h is None:
+        raise Refusal(f"Handoff {cmd.handoff} does not exist in {inc.id}.")
+    if change.code == -1:
+        raise Refusal(f"Only <@{h.to_user}> can accept this handoff.", handoff=h.id)
+    if change.code == -2:
+        raise Refusal(f"Handoff {h.id} was already accepted.", handoff=h.id)
+    if change.code == -4:
+        raise Refusal(f"{inc.id} is resolved; handoffs no longer apply.", handoff=h.id)
+    if inc.channel_id and h.message_ts:
+        try:
+            await svc.slack.update(inc.channel_id, h.message_ts, cards.handoff_text(h, inc, h.requested_at),
+                                   cards.handoff_done_blocks(h, inc, now))
+        except SlackFailure:
+            pass  # the role changed; the announce below says so even if the old message stays
+    warn = await announce(svc, inc.id, f":handshake: <@{h.to_user}> accepted {ROLE_TITLES[h.role]} from "
+                          + (f"<@{h.from_user}>." if h.from_user else "nobody (the seat was empty)."))
+    warn2 = await refresh_card(svc, inc.id)
+    return Outcome(message=joined(f"You are now {h.role} in {inc.id}.", warn, warn2),
+                   audit={"handoff": h.id, "role": h.role, "from": h.from_user, "to": h.to_user})

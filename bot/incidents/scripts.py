@@ -1,0 +1,103 @@
+"""Lua for the incident state transitions that must be atomic.
+
+Kept apart from the Python that calls them so each script can be read whole.
+All keys of one incident share its hash tag, so these run on Redis Cluster.
+"""
+
+# Role assignment body, shared by ROLE_SET and HANDOFF_ACCEPT.
+# KEYS: roles, tenure. Locals expected: role, user, by, now.
+_ROLE_SET_BODY = """
+local old = redis.call('HGET', KEYS_ROLES, role)
+if old then
+  local o = cjson.decode(old)
+  if o.user == user then return 0 end
+  redis.call('RPUSH', KEYS_TENURE, cjson.encode({role=role, user=o.user, event='renounced', at=now, by=by}))
+end
+redis.call('HSET', KEYS_ROLES, role, cjson.encode({user=user, since=now, by=by}))
+redis.call('RPUSH', KEYS_TENURE, cjson.encode({role=role, user=user, event='assumed', at=now, by=by}))
+return 1
+"""
+
+# KEYS: roles, tenure. ARGV: role, user, by, now. -> 1 changed, 0 already held.
+ROLE_SET = (
+    "local KEYS_ROLES, KEYS_TENURE = KEYS[1], KEYS[2]\n"
+    "local role, user, by, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])\n" + _ROLE_SET_BODY
+)
+
+# KEYS: incident. ARGV: new_sev, reason, candidate_due, now.
+# -> {code, old_sev}; code 1 raised, 0 same, -1 lower refused, -2 resolved, -3 missing.
+SEV_RAISE = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {-3, 0} end
+local cur = tonumber(redis.call('HGET', KEYS[1], 'sev'))
+if st == 'resolved' then return {-2, cur} end
+local new = tonumber(ARGV[1])
+if new == cur then return {0, cur} end
+if new > cur then return {-1, cur} end
+redis.call('HSET', KEYS[1], 'sev', new, 'sev_reason', ARGV[2], 'updated_at', ARGV[4])
+local due = tonumber(redis.call('HGET', KEYS[1], 'next_update_due') or '')
+local cand = tonumber(ARGV[3])
+if cand and (not due or cand < due) then
+  redis.call('HSET', KEYS[1], 'next_update_due', ARGV[3])
+end
+return {1, cur}
+"""
+
+# KEYS: incident. ARGV: new_status, now. -> {code, old_status}
+# code 1 changed, 0 already there, -1 not allowed from here, -3 missing.
+STATUS_SET = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {-3, ''} end
+local new = ARGV[1]
+if st == new then return {0, st} end
+local rank = {active=0, mitigated=1, resolved=2}
+if rank[new] < rank[st] then return {-1, st} end
+redis.call('HSET', KEYS[1], 'status', new, new .. '_at', ARGV[2], 'updated_at', ARGV[2])
+if new == 'mitigated' or new == 'resolved' then
+  -- Reminders stop once the incident is mitigated; nothing is due any more.
+  redis.call('HDEL', KEYS[1], 'next_update_due')
+end
+return {1, st}
+"""
+
+# KEYS: incident. ARGV: now, text, interval_sev1..4 (seconds).
+# -> {code, next_due}; code 1 recorded, -2 resolved, -3 missing.
+UPDATE_RECORD = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {-3, ''} end
+if st == 'resolved' then return {-2, ''} end
+local sev = tonumber(redis.call('HGET', KEYS[1], 'sev'))
+local now = tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], 'last_update_at', ARGV[1], 'last_update_text', ARGV[2])
+if st == 'active' then
+  local due = now + tonumber(ARGV[2 + sev])
+  redis.call('HSET', KEYS[1], 'next_update_due', tostring(due))
+  return {1, tostring(due)}
+end
+return {1, ''}
+"""
+
+# KEYS: handoff, roles, tenure, incident. ARGV: clicker, now.
+# -> {code, role}; 1 accepted, -1 not the receiver, -2 not pending, -3 missing, -4 incident resolved.
+HANDOFF_ACCEPT = (
+    """
+local h = redis.call('HGET', KEYS[1], 'doc')
+if not h then return {-3, ''} end
+local d = cjson.decode(h)
+if d.status ~= 'pending' then return {-2, d.role} end
+if d.to_user ~= ARGV[1] then return {-1, d.role} end
+if redis.call('HGET', KEYS[4], 'status') == 'resolved' then return {-4, d.role} end
+d.status = 'accepted'
+d.accepted_at = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
+local KEYS_ROLES, KEYS_TENURE = KEYS[2], KEYS[3]
+local role, user, by, now = d.role, d.to_user, ARGV[1], tonumber(ARGV[2])
+local function set_role()
+"""
+    + _ROLE_SET_BODY
+    + """
+end
+set_role()
+return {1, d.role}
+"""
+)

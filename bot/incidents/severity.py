@@ -1,0 +1,55 @@
+"""The four-axis SEV matrix: pure functions over the severity policy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.policy.models import SeverityPolicy
+
+
+@dataclass(frozen=True)
+class Impact:
+    users_burn: float | None = None  # SLO burn rate, multiples of budget
+    gpus: int | None = None  # GPUs burning (GPU-hours lost per hour)
+    quality: bool = False
+    security: bool = False
+
+
+@dataclass(frozen=True)
+class Assessment:
+    sev: int
+    deciding_axis: str
+    reasons: dict[str, str]  # axis -> why it scored what it did
+
+
+def assess(impact: Impact, policy: SeverityPolicy) -> Assessment:
+    scores: dict[str, tuple[int, str]] = {}
+    if impact.users_burn is not None:
+        for step in sorted(policy.users, key=lambda s: s.sev):
+            if impact.users_burn >= step.burn_at_least:
+                scores["users"] = (step.sev, f"SLO burn {impact.users_burn:g}x ≥ {step.burn_at_least:g}x")
+                break
+    if impact.gpus is not None:
+        for g in sorted(policy.gpu_hours, key=lambda s: s.sev):
+            if impact.gpus >= g.gpus_at_least:
+                cost = impact.gpus * policy.gpu_hour_cost_usd
+                scores["gpu"] = (
+                    g.sev,
+                    f"{impact.gpus} GPU-hours/h burning (≈${cost:,.0f}/h) ≥ {g.gpus_at_least}",
+                )
+                break
+    if impact.quality:
+        scores["quality"] = (policy.quality, "model quality: fast and wrong")
+    if impact.security:
+        scores["security"] = (policy.security, "security: SEV1 regardless of latency")
+    if not scores:
+        return Assessment(policy.floor, "none", {"none": "no axis above its threshold"})
+    # Worst SEV wins; on a tie, the axis order above (users, gpu, quality, security) is
+    # not meaningful, so prefer security > quality > users > gpu as the headline.
+    order = {"security": 0, "quality": 1, "users": 2, "gpu": 3}
+    axis = min(scores, key=lambda a: (scores[a][0], order[a]))
+    return Assessment(scores[axis][0], axis, {a: why for a, (_, why) in scores.items()})
+
+
+def is_raise(current: int, proposed: int) -> bool:
+    """SEV1 is the worst: a raise is a smaller number."""
+    return proposed < current

@@ -1,0 +1,43 @@
+"""Keeping the pinned incident card in step with the incident."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot import logs
+from bot.slack import cards
+from bot.slack.gateway import SlackFailure
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+log = logs.get(__name__)
+
+
+async def refresh_card(svc: "Services", inc_id: str) -> str | None:
+    """Edit the card in place. Returns a warning for the user when Slack refused."""
+    inc = await svc.incidents.get(inc_id)
+    if inc is None or not inc.channel_id or not inc.card_ts:
+        return None
+    try:
+        await svc.slack.update(inc.channel_id, inc.card_ts, cards.card_text(inc), cards.incident_card(inc))
+    except SlackFailure as f:
+        log.warning("card_update_failed", error=f.error)
+        return f"(the incident card could not be updated: {f.error})"
+    return None
+
+
+async def announce(svc: "Services", inc_id: str, text: str) -> str | None:
+    """Post in the incident channel; returns a warning when that failed."""
+    inc = await svc.incidents.get(inc_id)
+    if inc is None or not inc.channel_id:
+        return None
+    try:
+        await svc.slack.post(inc.channel_id, text)
+    except SlackFailure as f:
+        log.warning("announce_failed", error=f.error)
+        return f"(could not post in the incident channel: {f.error})"
+    return None
+
+
+def joined(message: str, *warnings: str | None) -> str:
+    return " ".join([message, *(w for w in warnings if w)])

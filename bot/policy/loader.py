@@ -1,0 +1,68 @@
+"""Load and validate the policy directory at start.
+
+A bad file is refused with its path, line and reason; Firebreak does not start
+on a policy it does not understand. A section whose file is absent from a
+custom directory falls back to the packaged default, and says so.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from bot import logs
+from bot.policy import sections
+from bot.policy.yamlsrc import line_for, load_with_lines
+
+log = logs.get(__name__)
+
+
+class PolicyError(Exception):
+    """One line: file:line: reason."""
+
+
+def _packaged(name: str) -> tuple[str, str]:
+    res = resources.files("policies").joinpath(name)
+    return res.read_text(encoding="utf-8"), f"<packaged>/{name}"
+
+
+def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
+    try:
+        data, lines = load_with_lines(text)
+    except Exception as exc:  # yaml raises several error types; all mean "not YAML"
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise PolicyError(f"{where}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    try:
+        return model.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = line_for(lines, loc)
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        raise PolicyError(f"{where}:{line or 1}: {field}: {err['msg']}") from None
+
+
+def load_policy(policy_dir: Path | None = None) -> "sections.Policy":
+    if policy_dir is None and Path("policies").is_dir() and any(Path("policies").glob("*.yaml")):
+        policy_dir = Path("policies")
+    if policy_dir is not None and not policy_dir.is_dir():
+        raise PolicyError(f"{policy_dir}: policy directory not found (FIREBREAK_POLICY_DIR)")
+    parsed: dict[str, Any] = {}
+    for section, (filename, model) in sections.SECTIONS.items():
+        path = policy_dir / filename if policy_dir else None
+        if path is not None and path.is_file():
+            text, where = path.read_text(encoding="utf-8"), str(path)
+        else:
+            if policy_dir is not None:
+                log.info("policy_default", section=section, file=filename)
+            text, where = _packaged(filename)
+        parsed[section] = _parse(model, text, where)
+    policy = sections.Policy(**parsed)
+    for check in sections.CROSS_CHECKS:
+        problem = check(policy)
+        if problem:
+            raise PolicyError(problem)
+    return policy

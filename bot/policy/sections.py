@@ -1,0 +1,29 @@
+"""Which file holds which policy section, and the assembled Policy.
+
+A capability that brings its own rules adds its section here.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.policy.models import CadencePolicy, CommandsPolicy, SeverityPolicy
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    severity: SeverityPolicy
+    commands: CommandsPolicy
+    cadence: CadencePolicy
+
+
+SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
+    "severity": ("severity.yaml", SeverityPolicy),
+    "commands": ("commands.yaml", CommandsPolicy),
+    "cadence": ("cadence.yaml", CadencePolicy),
+}
+
+# Checks that span sections; each returns a one-line problem or None.
+CROSS_CHECKS: list[Callable[[Policy], str | None]] = []

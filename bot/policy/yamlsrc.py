@@ -1,0 +1,48 @@
+"""YAML loading that remembers where every value came from.
+
+pydantic reports an error location as a path of keys; this maps that path
+back to a line in the file so a bad policy is refused with file:line: reason.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Loc = tuple[str | int, ...]
+
+
+def load_with_lines(text: str) -> tuple[Any, dict[Loc, int]]:
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    lines: dict[Loc, int] = {}
+    if node is None:
+        return {}, lines
+
+    def walk(n: yaml.Node, path: Loc) -> Any:
+        lines.setdefault(path, n.start_mark.line + 1)
+        if isinstance(n, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for k, v in n.value:
+                key = k.value
+                lines[path + (key,)] = k.start_mark.line + 1
+                out[key] = walk(v, path + (key,))
+            return out
+        if isinstance(n, yaml.SequenceNode):
+            return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
+        # Scalars: let the safe constructor apply YAML's own typing rules.
+        return yaml.SafeLoader("").construct_object(n, deep=True)
+
+    return walk(node, ()), lines
+
+
+def line_for(lines: dict[Loc, int], loc: Loc) -> int | None:
+    for cut in range(len(loc), -1, -1):
+        hit = lines.get(tuple(loc[:cut]))
+        if hit is not None:
+            return hit
+    return None
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")

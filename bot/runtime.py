@@ -1,0 +1,48 @@
+"""Assemble the running app from settings: the composition root."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+from slack_bolt.async_app import AsyncApp
+
+from bot import commands
+from bot.audit import AuditLog
+from bot.clock import Clock, SystemClock
+from bot.config import Settings
+from bot.core.services import Services
+from bot.incidents.repo import IncidentRepo
+from bot.policy import load_policy
+from bot.slack.app import build_bolt
+from bot.slack.gateway import SlackGateway, make_client
+from bot.store import Redis, connect
+
+
+@dataclass
+class Runtime:
+    services: Services
+    bolt: AsyncApp
+    web: web.Application
+
+
+def build_services(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Services:
+    commands.load_all()
+    policy = load_policy(settings.firebreak_policy_dir)
+    r = redis if redis is not None else connect(settings.redis_url)
+    clock = clock or SystemClock()
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
+    client = make_client(token, settings.slack_api_url)
+    return Services(
+        settings=settings, policy=policy, redis=r, clock=clock, slack=SlackGateway(client),
+        audit=AuditLog(r, clock), incidents=IncidentRepo(r),
+    )
+
+
+def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Runtime:
+    from bot.server import build_web
+
+    settings.require_slack()
+    svc = build_services(settings, clock, redis)
+    assert settings.slack_signing_secret is not None
+    bolt = build_bolt(svc, svc.slack.client, settings.slack_signing_secret.get_secret_value())
+    return Runtime(services=svc, bolt=bolt, web=build_web(svc, bolt))

@@ -1,0 +1,39 @@
+"""`firebreak serve`: HTTP mode, or Socket Mode when SLACK_APP_TOKEN is set."""
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from bot import logs
+from bot.config import Settings
+from bot.runtime import build_runtime
+
+log = logs.get(__name__)
+
+# Long-running workers (scheduler, reapers) add a start function here: (Services) -> awaitable.
+BACKGROUND: list = []
+
+
+async def serve(settings: Settings, host: str, port: int) -> None:
+    rt = build_runtime(settings)
+    runner = web.AppRunner(rt.web)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    tasks = [asyncio.create_task(start(rt.services)) for start in BACKGROUND]
+    socket_handler = None
+    if settings.slack_app_token:
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        socket_handler = AsyncSocketModeHandler(rt.bolt, settings.slack_app_token.get_secret_value())
+        await socket_handler.connect_async()
+        log.info("socket_mode_connected")
+    log.info("serving", host=host, port=port, mode="socket" if socket_handler else "http")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        for t in tasks:
+            t.cancel()
+        if socket_handler:
+            await socket_handler.close_async()
+        await runner.cleanup()

@@ -1,0 +1,80 @@
+"""Bolt listeners: turn Slack payloads into typed requests and answer.
+
+Every listener acks first (Slack's 3-second limit) and does the work after;
+parsing is pure and fast, so a usage error is the ack itself.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import logs
+from bot.core import dispatch, registry
+from bot.core.grammar import UsageError
+from bot.core.request import Outcome, Request, Source
+from bot.slack.buttons import BUTTONS
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+log = logs.get(__name__)
+_ACTIONS = re.compile(r".+")
+
+
+async def reply(respond: AsyncRespond | None, outcome: Outcome) -> None:
+    if respond is None or not outcome.message:
+        return
+    try:
+        await respond(text=outcome.message, response_type="ephemeral", replace_original=False)
+    except Exception:  # noqa: BLE001 - the action is done and audited; only the echo was lost
+        log.warning("respond_failed", result=outcome.result)
+
+
+def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> AsyncApp:
+    app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=False)
+
+    @app.command(re.compile(r"^/incident"))
+    async def on_command(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        text = body.get("text") or ""
+        try:
+            cmd = registry.parse(text)
+        except UsageError as e:
+            await ack(text=e.render(), response_type="ephemeral")
+            await svc.audit.append(
+                "command.invalid", actor=body.get("user_id", "unknown"), detail={"text": text[:500], "reason": e.message}
+            )
+            return
+        r = registry.ROUTES[cmd.name]
+        await ack(text=r.ack(cmd)) if r.ack else await ack()
+        req = Request(
+            command=cmd, actor=body["user_id"], source=Source.slash, channel_id=body.get("channel_id"),
+            response_url=body.get("response_url"), trigger_id=body.get("trigger_id"),
+        )
+        await reply(respond, await dispatch.execute(svc, req))
+
+    @app.action(_ACTIONS)
+    async def on_button(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        action = (body.get("actions") or [{}])[0]
+        decoder = BUTTONS.get(action.get("action_id", ""))
+        user = (body.get("user") or {}).get("id", "unknown")
+        if decoder is None:
+            await reply(respond, Outcome.refused("That button is no longer handled by Firebreak."))
+            return
+        try:
+            cmd, inc_id = decoder(str(action.get("value", "")))
+        except ValueError:
+            await svc.audit.append("button.invalid", actor=user, detail={"action_id": action.get("action_id")})
+            await reply(respond, Outcome.refused("That button's value is not one Firebreak made; nothing changed."))
+            return
+        req = Request(
+            command=cmd, actor=user, source=Source.button, incident_id=inc_id,
+            channel_id=(body.get("channel") or {}).get("id"), response_url=body.get("response_url"),
+            trigger_id=body.get("trigger_id"), message_ts=(body.get("container") or {}).get("message_ts"),
+        )
+        await reply(respond, await dispatch.execute(svc, req))
+
+    return app

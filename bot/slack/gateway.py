@@ -1,0 +1,113 @@
+"""Outbound Slack Web API calls, in the vocabulary the domain needs.
+
+Retries on 429 (Retry-After), connection errors and 5xx are slack_sdk's retry
+handlers; Slack's own error codes surface as SlackFailure with the code.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.models.blocks import Block
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import logs
+
+log = logs.get(__name__)
+
+
+class SlackFailure(Exception):
+    def __init__(self, method: str, error: str) -> None:
+        super().__init__(f"{method}: {error}")
+        self.method = method
+        self.error = error
+
+
+def make_client(token: str, base_url: str) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=token,
+        base_url=base_url,
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+
+
+def _blocks(blocks: Sequence[Block] | None) -> list[dict[str, Any]] | None:
+    # to_dict() runs slack_sdk's validators: a malformed block fails here, not at Slack.
+    return [b.to_dict() for b in blocks] if blocks else None
+
+
+def slugify(text: str, limit: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:limit].strip("-") or "incident"
+
+
+class SlackGateway:
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+
+    async def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            resp = await self.client.api_call(method, **kwargs)
+        except SlackApiError as exc:
+            raise SlackFailure(method, str(exc.response.get("error", "unknown_error"))) from None
+        return dict(resp.data) if isinstance(resp.data, dict) else {}
+
+    async def create_channel(self, base_name: str) -> tuple[str, str]:
+        """Create a channel; on name_taken try -2, -3, … (ids stay unique anyway)."""
+        for attempt in range(1, 6):
+            suffix = "" if attempt == 1 else f"-{attempt}"
+            name = base_name[: 80 - len(suffix)] + suffix
+            try:
+                data = await self._call("conversations.create", params={"name": name})
+            except SlackFailure as f:
+                if f.error == "name_taken":
+                    continue
+                raise
+            ch = data["channel"]
+            return ch["id"], ch["name"]
+        raise SlackFailure("conversations.create", "name_taken")
+
+    async def invite(self, channel: str, users: Sequence[str]) -> None:
+        try:
+            await self._call("conversations.invite", params={"channel": channel, "users": ",".join(users)})
+        except SlackFailure as f:
+            if f.error not in ("already_in_channel", "cant_invite_self"):
+                raise
+
+    async def post(
+        self, channel: str, text: str, blocks: Sequence[Block] | None = None, thread_ts: str | None = None
+    ) -> str:
+        body: dict[str, Any] = {"channel": channel, "text": text}
+        if blocks:
+            body["blocks"] = _blocks(blocks)
+        if thread_ts:
+            body["thread_ts"] = thread_ts
+        data = await self._call("chat.postMessage", json=body)
+        return str(data["ts"])
+
+    async def update(self, channel: str, ts: str, text: str, blocks: Sequence[Block] | None = None) -> None:
+        body: dict[str, Any] = {"channel": channel, "ts": ts, "text": text, "blocks": _blocks(blocks) or []}
+        await self._call("chat.update", json=body)
+
+    async def ephemeral(self, channel: str, user: str, text: str) -> None:
+        await self._call("chat.postEphemeral", json={"channel": channel, "user": user, "text": text})
+
+    async def pin(self, channel: str, ts: str) -> None:
+        try:
+            await self._call("pins.add", params={"channel": channel, "timestamp": ts})
+        except SlackFailure as f:
+            if f.error != "already_pinned":
+                raise
+
+    async def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
+        await self._call("views.open", json={"trigger_id": trigger_id, "view": view})

@@ -1,0 +1,91 @@
+"""Redis connection and key layout.
+
+Every key of one incident shares the hash tag ``{INC-n}`` so multi-key Lua
+scripts and transactions stay legal on Redis Cluster. Global keys (counters,
+the audit chain, channel index) carry their own tags.
+"""
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from bot import logs
+
+log = logs.get(__name__)
+
+Redis = aioredis.Redis
+
+
+def connect(url: str | None) -> Redis:
+    """A real Redis when ``url`` is set, else an embedded in-memory store."""
+    if url:
+        return aioredis.from_url(url, decode_responses=True)
+    # Imported lazily: only the no-Redis mode needs it.
+    import fakeredis
+
+    log.warning(
+        "embedded_store",
+        message="REDIS_URL is not set: using an embedded in-memory store. "
+        "ALL INCIDENT STATE AND THE AUDIT LOG DIE WITH THIS PROCESS.",
+    )
+    return fakeredis.FakeAsyncRedis(decode_responses=True)
+
+
+async def ping(r: Redis) -> bool:
+    try:
+        return bool(await r.ping())
+    except Exception:  # noqa: BLE001 - readiness reports any failure as "not ready"
+        return False
+
+
+class Keys:
+    """The key layout in one place."""
+
+    PREFIX = "fb"
+
+    @staticmethod
+    def incident(inc: str) -> str:
+        return f"fb:inc:{{{inc}}}"
+
+    @staticmethod
+    def roles(inc: str) -> str:
+        return f"fb:inc:{{{inc}}}:roles"
+
+    @staticmethod
+    def tenure(inc: str) -> str:
+        return f"fb:inc:{{{inc}}}:tenure"
+
+    @staticmethod
+    def handoff(inc: str, hid: str) -> str:
+        return f"fb:inc:{{{inc}}}:handoff:{hid}"
+
+    @staticmethod
+    def handoff_seq(inc: str) -> str:
+        return f"fb:inc:{{{inc}}}:handoff-seq"
+
+    @staticmethod
+    def updates(inc: str) -> str:
+        return f"fb:inc:{{{inc}}}:updates"
+
+    @staticmethod
+    def actions(inc: str) -> str:
+        return f"fb:inc:{{{inc}}}:actions"
+
+    INCIDENT_SEQ = "fb:{seq}:incident"
+    REQUEST_SEQ = "fb:{seq}:request"
+    INCIDENTS_OPEN = "fb:{idx}:open"
+    INCIDENTS_ALL = "fb:{idx}:all"
+
+    @staticmethod
+    def channel(channel_id: str) -> str:
+        return f"fb:{{idx}}:chan:{channel_id}"
+
+    @staticmethod
+    def cell_open(cell: str) -> str:
+        return f"fb:{{idx}}:cell:{cell}"
+
+    AUDIT_LOG = "fb:{audit}:log"
+    AUDIT_HEAD = "fb:{audit}:head"
+
+    @staticmethod
+    def dedupe(kind: str, key: str) -> str:
+        return f"fb:{{dedupe}}:{kind}:{key}"

@@ -1,0 +1,29 @@
+"""kubeconfig writer: one context per fake cluster, usable by kubectl and
+kubernetes_asyncio alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+FAKE_TOKEN = "fake-token"
+FAKE_USER = "fake-user"
+
+
+def write_kubeconfig(path: Path, clusters: dict[str, str]) -> Path:
+    """clusters: {cluster/context name: server URL}. First entry is current-context."""
+    path = Path(path)
+    names = list(clusters)
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": n, "cluster": {"server": url}} for n, url in clusters.items()],
+        "users": [{"name": FAKE_USER, "user": {"token": FAKE_TOKEN}}],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": FAKE_USER}} for n in names],
+        "current-context": names[0] if names else "",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path

@@ -1,0 +1,343 @@
+"""FakeSlack: an aiohttp server speaking enough of the Slack Web API for tests.
+
+Body formats (confirmed from slack_sdk 3.48 web/async_client.py + internal_utils.py):
+  * chat.postMessage / chat.update / chat.postEphemeral / views.* are sent as JSON
+    bodies (Content-Type: application/json;charset=utf-8).
+  * most other methods (auth.test, conversations.*, chat.delete, pins.add, users.info)
+    are sent with ``params=`` which aiohttp puts in the *URL query string*; the body is
+    empty although Content-Type says application/x-www-form-urlencoded. Other
+    clients (e.g. the sync WebClient, curl) put them in a form body. We merge all three.
+  * the token travels as ``Authorization: Bearer xoxb-...`` (or a ``token`` arg).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+from .state import BOT_ID, BOT_USER_ID, TEAM_ID, SlackError, SlackState
+
+_JSON_FIELDS = ("blocks", "attachments", "view", "metadata")
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict[str, Any]
+    headers: dict[str, str]
+    timestamp: float = field(default_factory=time.time)
+    http_verb: str = "POST"
+    content_type: str = ""
+    token: str | None = None
+
+
+@dataclass
+class ResponseUrlPost:
+    key: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    timestamp: float = field(default_factory=time.time)
+
+
+class FakeSlack:
+    """Fake Slack Web API + response_url endpoint. Use ``url = await start()``."""
+
+    def __init__(self) -> None:
+        self.state = SlackState()
+        self.calls: list[Call] = []
+        self.responses: list[ResponseUrlPost] = []
+        self._ephemerals: list[dict[str, Any]] = []
+        self.views: dict[str, dict[str, Any]] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self._rate_limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
+        self._failures: dict[str, list[tuple[str, int]]] = {}
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""  # "http://127.0.0.1:PORT"
+        self._handlers: dict[str, Callable[[dict], dict]] = {
+            "auth.test": self._auth_test,
+            "conversations.create": self._conv_create,
+            "conversations.invite": self._conv_invite,
+            "conversations.join": self._conv_join,
+            "conversations.info": self._conv_info,
+            "conversations.history": self._conv_history,
+            "chat.postMessage": self._post_message,
+            "chat.update": self._chat_update,
+            "chat.postEphemeral": self._post_ephemeral,
+            "chat.delete": self._chat_delete,
+            "pins.add": self._pins_add,
+            "views.open": self._views_open,
+            "views.update": self._views_update,
+            "users.info": self._users_info,
+        }
+
+    # lifecycle ----------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_post("/response/{key}", self._handle_response_url)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.api_url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> "FakeSlack":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base_url}/api/"
+
+    # setup helpers --------------------------------------------------------
+    def add_channel(self, name: str, members=(), bot_member: bool = True,
+                    channel_id: str | None = None) -> str:
+        return self.state.add_channel(name, members, bot_member, channel_id).id
+
+    def add_user(self, user_id: str, name: str | None = None,
+                 real_name: str | None = None, **extra) -> None:
+        self.users[user_id] = {"name": name, "real_name": real_name, **extra}
+
+    def response_url(self, key: str) -> str:
+        return f"{self.base_url}/response/{key}"
+
+    # fault injection ------------------------------------------------------
+    def rate_limit_next(self, method: str, times: int = 1, retry_after: int = 1) -> None:
+        self._rate_limits[method] = [times, retry_after]
+
+    def fail_next(self, method: str, error: str, times: int = 1) -> None:
+        self._failures.setdefault(method, []).append((error, times))
+
+    # queries ----------------------------------------------------------------
+    def calls_to(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def messages(self, channel_id: str) -> list[dict[str, Any]]:
+        return [{**m.to_api(), "channel": m.channel, "edits": list(m.edits)}
+                for m in self.state.messages.get(channel_id, [])]
+
+    def channel(self, channel_id: str):
+        """The state.Channel object (id, name, members, pins, created)."""
+        return self.state.channels[channel_id]
+
+    def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[dict]:
+        return [e for e in self._ephemerals
+                if (channel is None or e["channel"] == channel)
+                and (user is None or e["user"] == user)]
+
+    def responses_for(self, key: str) -> list[dict[str, Any]]:
+        return [r.body for r in self.responses if r.key == key]
+
+    async def wait_for(self, predicate: Callable[[Call], bool] | str,
+                       timeout: float = 5.0) -> Call:
+        """Poll until a recorded call matches; a str matches by method name."""
+        if isinstance(predicate, str):
+            method = predicate
+            predicate = lambda c: c.method == method  # noqa: E731
+        deadline = time.monotonic() + timeout
+        while True:
+            for call in list(self.calls):
+                if predicate(call):
+                    return call
+            if time.monotonic() >= deadline:
+                seen = [c.method for c in self.calls]
+                raise TimeoutError(f"no matching Slack call within {timeout}s; saw {seen}")
+            await asyncio.sleep(0.01)
+
+    async def wait_for_response(self, key: str | None = None,
+                                timeout: float = 5.0) -> ResponseUrlPost:
+        deadline = time.monotonic() + timeout
+        while True:
+            for r in list(self.responses):
+                if key is None or r.key == key:
+                    return r
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no response_url POST for {key!r} within {timeout}s")
+            await asyncio.sleep(0.01)
+
+    # HTTP plumbing --------------------------------------------------------
+    @staticmethod
+    async def _parse_args(request: web.Request) -> dict[str, Any]:
+        args: dict[str, Any] = dict(request.query)
+        ctype = request.content_type
+        if ctype == "application/json":
+            raw = await request.read()
+            if raw:
+                args.update(json.loads(raw))
+        elif ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            args.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+        for key in _JSON_FIELDS:
+            if isinstance(args.get(key), str) and args[key].strip()[:1] in ("[", "{"):
+                args[key] = json.loads(args[key])
+        return args
+
+    async def _handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._parse_args(request)
+        auth = request.headers.get("Authorization", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        token = args.pop("token", None) or token
+        self.calls.append(Call(method=method, args=args, headers=dict(request.headers),
+                               http_verb=request.method, content_type=request.content_type,
+                               token=token))
+
+        limit = self._rate_limits.get(method)
+        if limit and limit[0] > 0:
+            limit[0] -= 1
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                     headers={"Retry-After": str(limit[1])})
+        failures = self._failures.get(method)
+        if failures:
+            error, times = failures[0]
+            failures[0] = (error, times - 1)
+            if times - 1 <= 0:
+                failures.pop(0)
+            return web.json_response({"ok": False, "error": error})
+        if not token:
+            return web.json_response({"ok": False, "error": "not_authed"})
+        if not token.startswith("xoxb-"):
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        handler = self._handlers.get(method)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        try:
+            body = handler(args)
+        except SlackError as e:
+            body = {"ok": False, "error": e.code}
+        return web.json_response(body)
+
+    async def _handle_response_url(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            return web.Response(status=400, text="invalid_payload")
+        self.responses.append(ResponseUrlPost(key=request.match_info["key"], body=body,
+                                              headers=dict(request.headers)))
+        return web.Response(text="ok")
+
+    # Web API methods ------------------------------------------------------
+    def _auth_test(self, args: dict) -> dict:
+        return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake Team",
+                "user": "firebreak", "team_id": TEAM_ID, "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID, "is_enterprise_install": False}
+
+    def _conv_create(self, args: dict) -> dict:
+        ch = self.state.create_channel(args.get("name", ""))
+        return {"ok": True, "channel": ch.to_api()}
+
+    def _conv_invite(self, args: dict) -> dict:
+        ch = self.state.writable_channel(args.get("channel"))
+        users = [u.strip() for u in str(args.get("users", "")).split(",") if u.strip()]
+        if not users:
+            raise SlackError("no_user")
+        if BOT_USER_ID in users:
+            raise SlackError("cant_invite_self")
+        if any(u in ch.members for u in users):
+            raise SlackError("already_in_channel")
+        ch.members.extend(users)
+        return {"ok": True, "channel": ch.to_api()}
+
+    def _conv_join(self, args: dict) -> dict:
+        ch = self.state.channel(args.get("channel"))
+        body: dict[str, Any] = {"ok": True}
+        if ch.bot_member:
+            body["warning"] = "already_in_channel"
+        ch.bot_member = True
+        if BOT_USER_ID not in ch.members:
+            ch.members.append(BOT_USER_ID)
+        body["channel"] = ch.to_api()
+        return body
+
+    def _conv_info(self, args: dict) -> dict:
+        return {"ok": True, "channel": self.state.channel(args.get("channel")).to_api()}
+
+    def _conv_history(self, args: dict) -> dict:
+        ch = self.state.writable_channel(args.get("channel"))
+        msgs = [m.to_api() for m in reversed(self.state.messages[ch.id])]
+        limit = int(args.get("limit") or 100)
+        return {"ok": True, "messages": msgs[:limit], "has_more": len(msgs) > limit,
+                "pin_count": len(ch.pins)}
+
+    def _post_message(self, args: dict) -> dict:
+        if not args.get("text") and not args.get("blocks") and not args.get("attachments"):
+            raise SlackError("no_text")
+        msg = self.state.post(args.get("channel"), args.get("text", ""),
+                              args.get("blocks"), args.get("thread_ts"))
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": msg.to_api()}
+
+    def _chat_update(self, args: dict) -> dict:
+        msg = self.state.update(args.get("channel"), args.get("ts"),
+                                args.get("text"), args.get("blocks"))
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": msg.text,
+                "message": msg.to_api()}
+
+    def _post_ephemeral(self, args: dict) -> dict:
+        if not args.get("user"):
+            raise SlackError("user_not_found")
+        ch = self.state.writable_channel(args.get("channel"))
+        ts = self.state.next_ts()
+        self._ephemerals.append({"channel": ch.id, "user": args["user"], "message_ts": ts,
+                                 "text": args.get("text", ""), "blocks": args.get("blocks"),
+                                 "thread_ts": args.get("thread_ts")})
+        return {"ok": True, "message_ts": ts}
+
+    def _chat_delete(self, args: dict) -> dict:
+        msg = self.state.delete(args.get("channel"), args.get("ts"))
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts}
+
+    def _pins_add(self, args: dict) -> dict:
+        self.state.pin(args.get("channel"), args.get("timestamp"))
+        return {"ok": True}
+
+    def _views_open(self, args: dict) -> dict:
+        if not args.get("trigger_id") or not isinstance(args.get("view"), dict):
+            raise SlackError("invalid_arguments")
+        view_id = self.state.next_id("V")
+        return {"ok": True, "view": self._store_view(view_id, args["view"])}
+
+    def _views_update(self, args: dict) -> dict:
+        view_id = args.get("view_id")
+        if not view_id and args.get("external_id"):
+            view_id = next((k for k, v in self.views.items()
+                            if v.get("external_id") == args["external_id"]), None)
+        if view_id not in self.views:
+            raise SlackError("not_found")
+        if not isinstance(args.get("view"), dict):
+            raise SlackError("invalid_arguments")
+        return {"ok": True, "view": self._store_view(view_id, args["view"])}
+
+    def _store_view(self, view_id: str, view: dict) -> dict:
+        stored = {**view, "id": view_id, "team_id": TEAM_ID, "app_id": "AFAKE",
+                  "bot_id": BOT_ID, "hash": self.state.next_ts(), "state": {"values": {}}}
+        self.views[view_id] = stored
+        return stored
+
+    def _users_info(self, args: dict) -> dict:
+        uid = args.get("user")
+        if not uid:
+            raise SlackError("user_not_found")
+        extra = dict(self.users.get(uid, {}))
+        name = extra.pop("name", None) or uid.lower()
+        real_name = extra.pop("real_name", None) or f"User {uid}"
+        user = {"id": uid, "team_id": TEAM_ID, "name": name, "real_name": real_name,
+                "deleted": False, "is_bot": uid == BOT_USER_ID, "tz": "UTC",
+                "tz_label": "Coordinated Universal Time", "tz_offset": 0,
+                "profile": {"real_name": real_name, "display_name": name,
+                            "email": f"{name}@example.com"}, **extra}
+        return {"ok": True, "user": user}

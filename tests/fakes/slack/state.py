@@ -1,0 +1,179 @@
+"""In-memory Slack workspace state used by the FakeSlack server."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+TEAM_ID = "T1"
+
+_NAME_RE = re.compile(r"^[a-z0-9_-]{1,80}$")
+
+
+class SlackError(Exception):
+    """Raised by state operations; becomes {"ok": false, "error": code}."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass
+class Channel:
+    id: str
+    name: str
+    members: list[str] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
+    created: int = field(default_factory=lambda: int(time.time()))
+    bot_member: bool = True
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "is_channel": True,
+            "is_private": False,
+            "is_archived": False,
+            "is_member": self.bot_member,
+            "created": self.created,
+            "creator": BOT_USER_ID,
+            "num_members": len(self.members),
+        }
+
+
+@dataclass
+class Message:
+    ts: str
+    channel: str
+    text: str = ""
+    blocks: list | None = None
+    thread_ts: str | None = None
+    user: str = BOT_USER_ID
+    edits: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_api(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {
+            "type": "message",
+            "user": self.user,
+            "bot_id": BOT_ID,
+            "text": self.text,
+            "ts": self.ts,
+            "team": TEAM_ID,
+        }
+        if self.blocks is not None:
+            msg["blocks"] = self.blocks
+        if self.thread_ts:
+            msg["thread_ts"] = self.thread_ts
+        if self.edits:
+            msg["edited"] = {"user": BOT_USER_ID, "ts": self.edits[-1]["edited_ts"]}
+        return msg
+
+
+class SlackState:
+    """Channels, messages and ids of one fake workspace."""
+
+    def __init__(self) -> None:
+        self.channels: dict[str, Channel] = {}
+        self.messages: dict[str, list[Message]] = {}
+        self._ts_counter = itertools.count(100)
+        self._id_counter = itertools.count(1)
+
+    # ids --------------------------------------------------------------
+    def next_ts(self) -> str:
+        """Unique, strictly increasing Slack-style timestamps."""
+        return f"1700000000.{next(self._ts_counter):06d}"
+
+    def next_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._id_counter):08d}"
+
+    # channels ---------------------------------------------------------
+    def create_channel(self, name: str, members=(), bot_member: bool = True) -> Channel:
+        if not name or not _NAME_RE.match(name):
+            raise SlackError("invalid_name_specials")
+        if self.find_by_name(name):
+            raise SlackError("name_taken")
+        ch = Channel(id=self.next_id("C"), name=name, members=list(members), bot_member=bot_member)
+        if bot_member and BOT_USER_ID not in ch.members:
+            ch.members.append(BOT_USER_ID)
+        self.channels[ch.id] = ch
+        self.messages[ch.id] = []
+        return ch
+
+    def add_channel(self, name: str, members=(), bot_member: bool = True,
+                    channel_id: str | None = None) -> Channel:
+        ch = self.create_channel(name, members, bot_member)
+        if channel_id:
+            del self.channels[ch.id], self.messages[ch.id]
+            ch.id = channel_id
+            self.channels[ch.id], self.messages[ch.id] = ch, []
+        return ch
+
+    def dm_channel(self, user: str) -> Channel:
+        """The IM channel "D…" with a user (posting to a user id opens it)."""
+        dm_id = "D" + user
+        if dm_id not in self.channels:
+            ch = Channel(id=dm_id, name=user, members=[user, BOT_USER_ID])
+            self.channels[dm_id], self.messages[dm_id] = ch, []
+        return self.channels[dm_id]
+
+    def find_by_name(self, name: str) -> Channel | None:
+        name = name.lstrip("#")
+        return next((c for c in self.channels.values() if c.name == name), None)
+
+    def channel(self, channel: str | None) -> Channel:
+        """Resolve a channel id (or "#name"/name) or raise channel_not_found."""
+        if channel and channel in self.channels:
+            return self.channels[channel]
+        if channel and channel[0] in "UW" and channel[1:].isalnum() and channel.isupper():
+            return self.dm_channel(channel)
+        found = self.find_by_name(channel) if channel else None
+        if found is None:
+            raise SlackError("channel_not_found")
+        return found
+
+    def writable_channel(self, channel: str | None) -> Channel:
+        ch = self.channel(channel)
+        if not ch.bot_member:
+            raise SlackError("not_in_channel")
+        return ch
+
+    # messages ---------------------------------------------------------
+    def post(self, channel: str | None, text: str, blocks=None, thread_ts=None) -> Message:
+        ch = self.writable_channel(channel)
+        msg = Message(ts=self.next_ts(), channel=ch.id, text=text or "", blocks=blocks,
+                      thread_ts=thread_ts or None)
+        self.messages[ch.id].append(msg)
+        return msg
+
+    def find_message(self, channel: str | None, ts: str | None) -> Message:
+        ch = self.channel(channel)
+        for msg in self.messages[ch.id]:
+            if msg.ts == ts:
+                return msg
+        raise SlackError("message_not_found")
+
+    def update(self, channel: str | None, ts: str | None, text=None, blocks=None) -> Message:
+        msg = self.find_message(channel, ts)
+        msg.edits.append({"text": msg.text, "blocks": msg.blocks, "edited_ts": self.next_ts()})
+        if text is not None:
+            msg.text = text
+        if blocks is not None:
+            msg.blocks = blocks
+        return msg
+
+    def delete(self, channel: str | None, ts: str | None) -> Message:
+        msg = self.find_message(channel, ts)
+        self.messages[msg.channel].remove(msg)
+        return msg
+
+    def pin(self, channel: str | None, ts: str | None) -> None:
+        msg = self.find_message(channel, ts)
+        pins = self.channels[msg.channel].pins
+        if ts in pins:
+            raise SlackError("already_pinned")
+        pins.append(msg.ts)
