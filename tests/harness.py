@@ -1,7 +1,8 @@
 """Run the real Firebreak app over HTTP against fakes, for tests and benchmarks."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -24,6 +25,38 @@ class RunningApp:
     runner: web.AppRunner
     sender: SlackSender
     slack: FakeSlack
+    _n: Any = field(default_factory=itertools.count)
+
+    async def command(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL", **kw: Any) -> str:
+        """Send `/incident <text>` as Slack would; returns the response_url key for the reply."""
+        key = f"cmd{next(self._n)}"
+        status, body, _ = await self.sender.command(text, user=user, channel=channel,
+                                                    response_url=self.slack.response_url(key), **kw)
+        assert status == 200, (status, body)
+        self.last_ack = body
+        return key
+
+    async def reply(self, key: str, timeout: float = 5.0) -> str:
+        """The text Firebreak sent back to the user through response_url."""
+        r = await self.slack.wait_for_response(key, timeout=timeout)
+        return str(r.body.get("text", ""))
+
+    async def run(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL") -> str:
+        """Command and wait for its reply (or the ack text when the ack was the answer)."""
+        key = await self.command(text, user=user, channel=channel)
+        if self.last_ack and self.last_ack.strip():
+            try:
+                return await self.reply(key, timeout=0.3)
+            except TimeoutError:
+                return self.last_ack
+        return await self.reply(key)
+
+    async def press(self, action_id: str, value: str, user: str, channel: str, message_ts: str | None = None) -> str:
+        key = f"btn{next(self._n)}"
+        status, body, _ = await self.sender.action(action_id, value, user=user, channel=channel,
+                                                   message_ts=message_ts, response_url=self.slack.response_url(key))
+        assert status == 200, (status, body)
+        return key
 
     @property
     def clock(self) -> Any:

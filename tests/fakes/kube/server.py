@@ -102,7 +102,7 @@ class FakeKubeCluster:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))  # the OS picks a free port; no bind race
-        await web.SockSite(self._runner, sock, shutdown_timeout=0.5).start()
+        await web.SockSite(self._runner, sock).start()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         return self.url
 
