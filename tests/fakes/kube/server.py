@@ -129,6 +129,8 @@ class FakeKubeCluster:
         return self.registry.by_name(kind_or_plural)
 
     def get(self, kind_or_plural: str, name: str, namespace: str | None = None) -> dict | None:
+        """Deep copy of the stored object (storage version), or None.
+        Accepts kind, plural, singular or short name; namespace defaults to "default"."""
         rt = self._rt(kind_or_plural)
         obj = self.store.get(rt, (namespace or "default") if rt.namespaced else None, name)
         return copy.deepcopy(obj)
