@@ -18,14 +18,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=3000)
     c = sub.add_parser("console", help="try Firebreak in the terminal against an embedded Slack emulator")
-    c.add_argument("--user", default="U_YOU", help="Slack user id to act as at start")
+    c.add_argument("--user", default="you", help="who you are at start: a name (alice) or a Slack user id (U2)")
     c.add_argument("--script", help="run the lines of this file, then exit (non-interactive)")
     a = sub.add_parser("audit", help="the hash-chained audit log")
     asub = a.add_subparsers(dest="audit_cmd", required=True)
     e = asub.add_parser("export", help="print entries as JSON Lines")
     e.add_argument("--incident")
     asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default=None, help="default INFO (WARNING in the console, which prints its own)")
     return p
 
 
@@ -55,7 +55,7 @@ async def _audit(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logs.configure(args.log_level, json=args.cmd == "serve")
+    logs.configure(args.log_level or ("WARNING" if args.cmd == "console" else "INFO"), json=args.cmd == "serve")
     try:
         if args.cmd == "serve":
             from bot.serve import serve

@@ -10,7 +10,9 @@ import importlib
 MODULES = (
     "bot.incidents.flows",  # declare sev assess status mitigated resolved help
     "bot.incidents.flows_roles",  # role handoff accept
-    "bot.comms.update",  # update
+    "bot.comms.flows",  # update, reminders/escalation, snooze, update form, handoff nudge, secret flag
+    "levers.flows",  # lever, undo, levers (+ open levers in status)
+    "bot.approvals.flows",  # approve deny (lever.*/breakglass.* buttons), breakglass, approval timers
 )
 
 

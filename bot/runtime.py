@@ -13,6 +13,7 @@ from bot.config import Settings
 from bot.core.services import Services
 from bot.incidents.repo import IncidentRepo
 from bot.policy import load_policy
+from bot.scheduler import Scheduler
 from bot.slack.app import build_bolt
 from bot.slack.gateway import SlackGateway, make_client
 from bot.store import Redis, connect
@@ -32,10 +33,12 @@ def build_services(settings: Settings, clock: Clock | None = None, redis: Redis 
     clock = clock or SystemClock()
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
     client = make_client(token, settings.slack_api_url)
-    return Services(
+    svc = Services(
         settings=settings, policy=policy, redis=r, clock=clock, slack=SlackGateway(client),
         audit=AuditLog(r, clock), incidents=IncidentRepo(r),
     )
+    svc.extras["scheduler"] = Scheduler(r, clock)
+    return svc
 
 
 def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Runtime:
@@ -45,4 +48,6 @@ def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis |
     svc = build_services(settings, clock, redis)
     assert settings.slack_signing_secret is not None
     bolt = build_bolt(svc, svc.slack.client, settings.slack_signing_secret.get_secret_value())
-    return Runtime(services=svc, bolt=bolt, web=build_web(svc, bolt))
+    web_app = build_web(svc, bolt)
+    web_app.on_cleanup.append(lambda _app: svc.slack.close())  # the pooled Slack session
+    return Runtime(services=svc, bolt=bolt, web=web_app)

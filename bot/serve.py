@@ -12,7 +12,9 @@ from bot.runtime import build_runtime
 log = logs.get(__name__)
 
 # Long-running workers (scheduler, reapers) add a start function here: (Services) -> awaitable.
-BACKGROUND: list = []
+BACKGROUND: list = [
+    lambda svc: svc.extras["scheduler"].run(svc),  # durable timers (bot/scheduler)
+]
 
 
 async def serve(settings: Settings, host: str, port: int) -> None:

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.core.services import Services
 from bot.metrics import REGISTRY
+from bot.slack.inbound import to_bolt_request
 from bot.store import ping
 
 WEB_HOOKS: list = []  # other capabilities add (method, path, handler factory) here

@@ -18,7 +18,10 @@ Redis = aioredis.Redis
 def connect(url: str | None) -> Redis:
     """A real Redis when ``url`` is set, else an embedded in-memory store."""
     if url:
-        return aioredis.from_url(url, decode_responses=True)
+        # A blocking pool: a burst of requests waits for a connection instead of failing
+        # (redis-py's default pool raises "Too many connections" past 100 at once).
+        pool = aioredis.BlockingConnectionPool.from_url(url, decode_responses=True, max_connections=64, timeout=20)
+        return aioredis.Redis.from_pool(pool)
     # Imported lazily: only the no-Redis mode needs it.
     import fakeredis
 
@@ -89,3 +92,21 @@ class Keys:
     @staticmethod
     def dedupe(kind: str, key: str) -> str:
         return f"fb:{{dedupe}}:{kind}:{key}"
+
+    @staticmethod
+    def sched(part: str) -> str:  # the scheduler's keys (bot/scheduler/scripts.py), one slot
+        return f"fb:{{sched}}:{part}"
+
+    @staticmethod
+    def comms(inc: str, part: str) -> str:  # cadence bookkeeping and reminder dedupe (bot/comms)
+        return f"fb:inc:{{{inc}}}:comms:{part}"
+
+    @staticmethod
+    def approvals(inc: str, part: str) -> str:  # ballots, votes and grant index (bot/approvals)
+        return f"fb:inc:{{{inc}}}:appr:{part}"
+
+    @staticmethod
+    def levers(part: str) -> str:  # lever requests (req:REQ-n), per-incident index, budgets, route steps (levers/)
+        return f"fb:{{levers}}:{part}"
+
+    GRANT_SEQ = "fb:{seq}:grant"  # break-glass ids BG-<n>

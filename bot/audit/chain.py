@@ -8,6 +8,7 @@ appended since we read the head, otherwise we re-read and try again.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any, AsyncIterator, Iterable
@@ -70,6 +71,10 @@ class AuditLog:
         self._r = redis
         self._clock = clock
         self._append = redis.register_script(_APPEND)
+        # Appends from this process take turns, so the compare-and-set below only ever
+        # retries against other replicas (not against our own concurrent requests).
+        self._turn = asyncio.Lock()
+        self._head: str | None = None  # last head we wrote: a guess the compare-and-set checks
 
     async def append(
         self,
@@ -81,8 +86,14 @@ class AuditLog:
         request_id: str | None = None,
     ) -> AuditEntry:
         clean = scrub(detail or {})
+        async with self._turn:
+            return await self._append_once(action, actor, incident, clean, request_id)
+
+    async def _append_once(
+        self, action: str, actor: str, incident: str | None, clean: dict[str, Any], request_id: str | None
+    ) -> AuditEntry:
         while True:
-            head = await self._r.get(Keys.AUDIT_HEAD)
+            head = self._head or await self._r.get(Keys.AUDIT_HEAD)
             seq, prev = (0, GENESIS_HASH) if head is None else (int(head.split()[0]), head.split()[1])
             entry: dict[str, Any] = {
                 "seq": seq + 1,
@@ -100,7 +111,9 @@ class AuditLog:
                 args=[seq, f"{seq + 1} {entry['hash']}", canonical(entry).decode()],
             )
             if ok:
+                self._head = f"{seq + 1} {entry['hash']}"
                 return AuditEntry.model_validate(entry)
+            self._head = None  # another writer moved the head: read it
 
     async def entries(self, incident: str | None = None, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
         start = 0

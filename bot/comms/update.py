@@ -1,30 +1,69 @@
-"""`/incident update <text>`: post a status update and reset the cadence."""
+"""`/incident update <text>`: check public granularity, record (resets the cadence), post.
+
+The update goes to the incident channel and, as the public summary, to
+FIREBREAK_STAKEHOLDER_CHANNEL. Text naming a cell or a node is refused before
+anything is recorded or posted, with the words and a product × region rewrite.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from bot.clock import hhmm
+from bot.comms import public
 from bot.core.grammar import Spec
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
 from bot.incidents.commands import Update
 from bot.incidents.models import Incident
 from bot.incidents.views import announce, joined, refresh_card
+from bot.slack.gateway import SlackFailure
 
 if TYPE_CHECKING:
     from bot.core.services import Services
 
 
+async def _private_names(svc: "Services", inc: Incident) -> list[str]:
+    names = list(inc.cells)
+    for source in public.PRIVATE_NAMES:
+        names += await source(svc, inc)
+    return names
+
+
+async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str:
+    """Post the public summary; returns what the reply should say about it."""
+    channel = svc.settings.firebreak_stakeholder_channel
+    if not channel:
+        return "Posted in the incident channel only: FIREBREAK_STAKEHOLDER_CHANNEL is not set."
+    scope = " · ".join(x for x in (", ".join(inc.products), public.region_of(inc)) if x and x != "<region>")
+    head = f"*{inc.id}* ({scope})" if scope else f"*{inc.id}*"
+    try:
+        await svc.slack.post(channel, f":mega: {head} update at {hhmm(now)} UTC: {text}")
+    except SlackFailure as f:
+        return f"(the stakeholder channel post failed: {f.error}; post it there by hand)"
+    return f"Also posted to <#{channel}>."
+
+
 @route(Update, spec=Spec("/incident update <text>", rest="text", rest_raw=True),
-       summary="post a status update; resets the cadence")
+       summary="post a status update (product × region); resets the cadence")
 async def update(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     cmd: Update = req.command  # type: ignore[assignment]
     assert inc is not None
+    bad = public.offending(cmd.text, svc.policy.comms.public, await _private_names(svc, inc))
+    if bad:
+        words = ", ".join(f"`{w}`" for w in bad)
+        raise Refusal(
+            f"Not posted: public updates are product × region, and this names {words}. "
+            f"Try: `/incident update {public.suggestion(inc)}`",
+            offending=bad,
+        )
     now = svc.clock.now()
     change = await svc.incidents.record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
     if change.code != 1:
         raise Refusal(f"{inc.id} is resolved; updates now go in the postmortem.")
     warn = await announce(svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {cmd.text}")
+    published = await _publish(svc, inc, cmd.text, now)
     warn2 = await refresh_card(svc, inc.id)
     due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""
-    return Outcome(message=joined(f"Update posted.{due}", warn, warn2), audit={"next_update_due": change.before})
+    return Outcome(message=joined(f"Update posted.{due}", published, warn, warn2),
+                   audit={"next_update_due": change.before,
+                          "stakeholder_channel": svc.settings.firebreak_stakeholder_channel})

@@ -24,7 +24,7 @@ async def authorize(svc: "Services", req: Request, route: Route, inc: "Incident 
     rule = svc.policy.commands.commands.get(route.name)
     if rule is None:
         return f"`{route.name}` is not allowed by policy (no rule in commands.yaml)."
-    if inc is not None and not inc.is_open and not rule.when_resolved:
+    if route.needs_incident and inc is not None and not inc.is_open and not rule.when_resolved:
         return f"{inc.id} is resolved; here you can still use status, help, action, cause and postmortem."
     allowed = set(rule.allowed)
     ok = "anyone" in allowed

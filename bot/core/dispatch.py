@@ -7,7 +7,7 @@ request id and answered with a short apology, never a stack trace.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 
@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from bot.core.services import Services
 
 log = logs.get(__name__)
+
+# Observers of finished requests (svc, req, outcome, incident id): capabilities that keep
+# derived state in step with the incident, e.g. comms timers after a SEV or status change.
+AFTER: list[Callable[["Services", Request, Outcome, str | None], Awaitable[None]]] = []
 
 
 def _args(req: Request) -> dict[str, Any]:
@@ -64,4 +68,9 @@ async def execute(svc: "Services", req: Request) -> Outcome:
         metrics.REQUESTS.labels(route.name, outcome.result, req.source.value).inc()
         metrics.REQUEST_SECONDS.labels(route.name).observe(time.perf_counter() - started)
         log.info("request_done", result=outcome.result, source=req.source.value)
+        for observe in AFTER:
+            try:
+                await observe(svc, req, outcome, incident)
+            except Exception:  # noqa: BLE001 - the request is done and audited; observers self-heal
+                log.exception("after_hook_failed", hook=getattr(observe, "__name__", "?"))
         return outcome

@@ -14,15 +14,25 @@ log = logs.get(__name__)
 
 
 async def refresh_card(svc: "Services", inc_id: str) -> str | None:
-    """Edit the card in place. Returns a warning for the user when Slack refused."""
-    inc = await svc.incidents.get(inc_id)
-    if inc is None or not inc.channel_id or not inc.card_ts:
-        return None
-    try:
-        await svc.slack.update(inc.channel_id, inc.card_ts, cards.card_text(inc), cards.incident_card(inc))
-    except SlackFailure as f:
-        log.warning("card_update_failed", error=f.error)
-        return f"(the incident card could not be updated: {f.error})"
+    """Edit the card in place. Returns a warning for the user when Slack refused.
+
+    Concurrent refreshes can reach Slack out of order, so after each edit the
+    state is read again and the card re-sent if it changed meanwhile: the last
+    edit to land is always followed by a check against the current state.
+    """
+    shown = None
+    for _ in range(3):
+        inc = await svc.incidents.get(inc_id)
+        if inc is None or not inc.channel_id or not inc.card_ts:
+            return None
+        if inc == shown:
+            return None
+        try:
+            await svc.slack.update(inc.channel_id, inc.card_ts, cards.card_text(inc), cards.incident_card(inc))
+        except SlackFailure as f:
+            log.warning("card_update_failed", error=f.error)
+            return f"(the incident card could not be updated: {f.error})"
+        shown = inc
     return None
 
 

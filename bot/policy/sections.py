@@ -9,6 +9,9 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict
 
 from bot.policy.models import CadencePolicy, CommandsPolicy, SeverityPolicy
+from bot.approvals.policy import ApprovalsPolicy
+from bot.comms.policy import CommsPolicy
+from levers.policy import LeversPolicy
 
 
 class Policy(BaseModel):
@@ -17,12 +20,18 @@ class Policy(BaseModel):
     severity: SeverityPolicy
     commands: CommandsPolicy
     cadence: CadencePolicy
+    approvals: ApprovalsPolicy
+    comms: CommsPolicy
+    levers: LeversPolicy
 
 
 SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
     "severity": ("severity.yaml", SeverityPolicy),
     "commands": ("commands.yaml", CommandsPolicy),
     "cadence": ("cadence.yaml", CadencePolicy),
+    "approvals": ("approvals.yaml", ApprovalsPolicy),
+    "comms": ("comms.yaml", CommsPolicy),
+    "levers": ("levers.yaml", LeversPolicy),
 }
 
 # Checks that span sections; each returns a one-line problem or None.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import logs
@@ -22,22 +22,25 @@ if TYPE_CHECKING:
 
 log = logs.get(__name__)
 _ACTIONS = re.compile(r".+")
+# Capabilities with their own Slack listeners (modal submissions, message events): fn(app, svc).
+LISTENERS: list = []
 
 
-async def reply(respond: AsyncRespond | None, outcome: Outcome) -> None:
-    if respond is None or not outcome.message:
+async def reply(svc: "Services", response_url: str | None, outcome: Outcome) -> None:
+    if not response_url or not outcome.message:
         return
     try:
-        await respond(text=outcome.message, response_type="ephemeral", replace_original=False)
-    except Exception:  # noqa: BLE001 - the action is done and audited; only the echo was lost
-        log.warning("respond_failed", result=outcome.result)
+        # Through the gateway's pooled session: Bolt's respond() opens a new one per reply.
+        await svc.slack.respond(response_url, outcome.message)
+    except Exception as exc:  # noqa: BLE001 - the action is done and audited; only the echo was lost
+        log.warning("respond_failed", result=outcome.result, error=type(exc).__name__)
 
 
 def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> AsyncApp:
     app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=False)
 
     @app.command(re.compile(r"^/incident"))
-    async def on_command(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+    async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
         text = body.get("text") or ""
         try:
             cmd = registry.parse(text)
@@ -53,28 +56,30 @@ def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> 
             command=cmd, actor=body["user_id"], source=Source.slash, channel_id=body.get("channel_id"),
             response_url=body.get("response_url"), trigger_id=body.get("trigger_id"),
         )
-        await reply(respond, await dispatch.execute(svc, req))
+        await reply(svc, body.get("response_url"), await dispatch.execute(svc, req))
 
     @app.action(_ACTIONS)
-    async def on_button(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+    async def on_button(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         action = (body.get("actions") or [{}])[0]
         decoder = BUTTONS.get(action.get("action_id", ""))
         user = (body.get("user") or {}).get("id", "unknown")
         if decoder is None:
-            await reply(respond, Outcome.refused("That button is no longer handled by Firebreak."))
+            await reply(svc, body.get("response_url"), Outcome.refused("That button is no longer handled by Firebreak."))
             return
         try:
             cmd, inc_id = decoder(str(action.get("value", "")))
         except ValueError:
             await svc.audit.append("button.invalid", actor=user, detail={"action_id": action.get("action_id")})
-            await reply(respond, Outcome.refused("That button's value is not one Firebreak made; nothing changed."))
+            await reply(svc, body.get("response_url"), Outcome.refused("That button's value is not one Firebreak made; nothing changed."))
             return
         req = Request(
             command=cmd, actor=user, source=Source.button, incident_id=inc_id,
             channel_id=(body.get("channel") or {}).get("id"), response_url=body.get("response_url"),
             trigger_id=body.get("trigger_id"), message_ts=(body.get("container") or {}).get("message_ts"),
         )
-        await reply(respond, await dispatch.execute(svc, req))
+        await reply(svc, body.get("response_url"), await dispatch.execute(svc, req))
 
+    for install in LISTENERS:
+        install(app, svc)
     return app

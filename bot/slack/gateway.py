@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+import aiohttp
+
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -16,6 +18,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.models.blocks import Block
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import logs
 
@@ -55,7 +58,27 @@ class SlackGateway:
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
 
+    def session(self) -> aiohttp.ClientSession:
+        # One pooled session for every outbound call: without it slack_sdk opens a new
+        # session (and connection) per call, which cost more CPU than the rest of a request.
+        # Made on first use because a session belongs to the running event loop.
+        if self.client.session is None or self.client.session.closed:
+            self.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.client.timeout))
+        return self.client.session
+
+    async def close(self) -> None:
+        if self.client.session is not None and not self.client.session.closed:
+            await self.client.session.close()
+
+    async def respond(self, response_url: str, text: str) -> None:
+        """An ephemeral reply to the person who acted, through the request's response_url."""
+        hook = AsyncWebhookClient(response_url, session=self.session(), timeout=self.client.timeout)
+        resp = await hook.send_dict({"text": text, "response_type": "ephemeral", "replace_original": False})
+        if resp.status_code != 200:
+            raise SlackFailure("response_url", f"http_{resp.status_code}")
+
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        self.session()
         try:
             resp = await self.client.api_call(method, **kwargs)
         except SlackApiError as exc:

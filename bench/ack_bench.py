@@ -1,0 +1,195 @@
+"""Ack latency of Firebreak's `/incident` vs a bare Bolt app that only acks.
+
+    python bench/ack_bench.py [--requests 400] [--concurrency 20] [--rounds 4]
+
+Both apps run in this process on aiohttp (AppRunner + TCPSite on 127.0.0.1),
+talk to the same FakeSlack for Web API calls, and Firebreak uses a private
+redis-server. The load comes from a separate process (so the sender does not
+steal the server's event loop): 20 concurrent senders POST Slack-signed
+slash commands over keep-alive connections and time each HTTP round trip,
+which is the ack Slack waits for. Cases are interleaved in rounds so drift
+hits all of them alike; Firebreak's after-ack work (Redis, Slack calls)
+runs during its own rounds and is drained before the next round starts.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp  # noqa: E402
+from aiohttp import web  # noqa: E402
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request  # noqa: E402
+from slack_bolt.async_app import AsyncApp  # noqa: E402
+
+from bot import logs  # noqa: E402
+from bot.store import Keys  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.runtime import build_runtime  # noqa: E402
+from tests.fakes.slack import FakeSlack, SlackSender, sign, slash_command_body  # noqa: E402
+from tests.harness import SECRET, TOKEN, RunningApp  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
+
+TARGET_RATIO, TARGET_P99_MS = 1.5, 100.0
+
+
+# -- the load generator (runs in a child process) ---------------------------------------
+
+def load(url: str, texts: list[str], channel: str, response_url: str, concurrency: int) -> list[float]:
+    return asyncio.run(_load(url, texts, channel, response_url, concurrency))
+
+
+async def _load(url: str, texts: list[str], channel: str, response_url: str, concurrency: int) -> list[float]:
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for t in texts:
+        queue.put_nowait(t)
+    took: list[float] = []
+    conn = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=conn) as session:
+
+        async def sender(n: int) -> None:
+            while not queue.empty():
+                text = queue.get_nowait()
+                body = slash_command_body(text, user_id=f"UBENCH{n}", channel_id=channel, response_url=response_url)
+                headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(body, SECRET)}
+                start = time.perf_counter()
+                async with session.post(url, data=body, headers=headers) as resp:
+                    await resp.read()
+                    took.append(time.perf_counter() - start)
+                    if resp.status != 200:
+                        raise RuntimeError(f"HTTP {resp.status} for {text!r}")
+
+        await asyncio.gather(*(sender(n) for n in range(concurrency)))
+    return took
+
+
+# -- the two apps ---------------------------------------------------------------------------
+
+async def start_firebreak(slack: FakeSlack, redis_url: str) -> RunningApp:
+    """As tests/harness.py does, but with the Redis client `firebreak serve` makes (bot.store.connect)."""
+    settings = load_settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url,
+                             redis_url=redis_url)
+    rt = build_runtime(settings)
+    runner = web.AppRunner(rt.web)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    url = f"http://127.0.0.1:{port}"
+    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)
+
+
+async def start_bare(slack: FakeSlack) -> tuple[str, web.AppRunner]:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    bolt = AsyncApp(client=AsyncWebClient(token=TOKEN, base_url=slack.api_url), signing_secret=SECRET)
+
+    @bolt.command("/incident")
+    async def only_ack(ack) -> None:  # type: ignore[no-untyped-def]
+        await ack()
+
+    async def events(request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await bolt.async_dispatch(await to_bolt_request(request)))
+
+    app = web.Application()
+    app.router.add_post("/slack/events", events)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return f"http://127.0.0.1:{port}/slack/events", runner
+
+
+async def drain(fb: RunningApp, expected: int, timeout: float = 120) -> None:
+    """Wait until every Firebreak request so far has finished (one audit entry each)."""
+    deadline = time.monotonic() + timeout
+    while await fb.services.redis.llen(Keys.AUDIT_LOG) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError("Firebreak's after-ack work did not finish")
+        await asyncio.sleep(0.05)
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q / 100 * len(s)) - 1))] * 1000
+
+
+async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int:
+    logs.configure("WARNING", json=True)
+    redis = RedisServer().start()
+    slack = FakeSlack()
+    await slack.start()
+    fb = await start_firebreak(slack, redis.url)
+    bare_url, bare_runner = await start_bare(slack)
+    fb_url = fb.url + "/slack/events"
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    loop = asyncio.get_running_loop()
+    seq = iter(range(10**9))
+    audited = 0
+
+    async def fire(url: str, texts: list[str], channel: str) -> list[float]:
+        return await loop.run_in_executor(pool, load, url, texts, channel, slack.response_url("bench"), concurrency)
+
+    try:
+        await fb.run("declare Bench target incident --sev 2", user="UBENCH")
+        channel = slack.state.find_by_name(slack.calls_to("conversations.create")[-1].args["name"]).id
+        audited = 1
+        cases = {
+            "status": lambda n: ["status"] * n,
+            "declare": lambda n: [f"declare bench incident {next(seq)} --sev 3" for _ in range(n)],
+        }
+        results: dict[tuple[str, str], list[float]] = {(c, a): [] for c in cases for a in ("firebreak", "bare")}
+        for case, texts in cases.items():  # warm up both apps on both paths
+            await fire(bare_url, texts(warmup), channel)
+            await fire(fb_url, texts(warmup), channel)
+            audited += warmup
+            await drain(fb, audited)
+        per_round = requests // rounds
+        for _ in range(rounds):
+            for case, texts in cases.items():
+                results[(case, "bare")] += await fire(bare_url, texts(per_round), channel)
+                results[(case, "firebreak")] += await fire(fb_url, texts(per_round), channel)
+                audited += per_round
+                await drain(fb, audited)
+    finally:
+        pool.shutdown()
+        await bare_runner.cleanup()
+        await fb.stop()
+        await slack.stop()
+        redis.stop()
+
+    ok = True
+    print(f"\nAck latency, {concurrency} concurrent senders, {requests} requests per case "
+          f"({rounds} interleaved rounds, {warmup} warm-up), {multiprocessing.cpu_count()} cores\n")
+    print("| command | app | n | p50 ms | p99 ms | p99 ratio (Firebreak/bare) | p50 ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for case in cases:
+        fbl, bl = results[(case, "firebreak")], results[(case, "bare")]
+        r99, r50 = pct(fbl, 99) / pct(bl, 99), pct(fbl, 50) / pct(bl, 50)
+        print(f"| `/incident {case}` | bare Bolt | {len(bl)} | {pct(bl, 50):.1f} | {pct(bl, 99):.1f} | | |")
+        print(f"| `/incident {case}` | Firebreak | {len(fbl)} | {pct(fbl, 50):.1f} | {pct(fbl, 99):.1f} "
+              f"| {r99:.2f} | {r50:.2f} |")
+        ok &= r99 <= TARGET_RATIO and pct(fbl, 99) < TARGET_P99_MS
+    print(f"\nTarget: p99 ratio ≤ {TARGET_RATIO} and Firebreak p99 < {TARGET_P99_MS:.0f} ms: "
+          f"{'met' if ok else 'MISSED'}")
+    print(f"(mean Firebreak ack, all cases: "
+          f"{statistics.mean(x for k, v in results.items() if k[1] == 'firebreak' for x in v) * 1000:.1f} ms)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--requests", type=int, default=400)
+    p.add_argument("--concurrency", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=100)
+    a = p.parse_args()
+    sys.exit(asyncio.run(main(a.requests, a.concurrency, a.rounds, a.warmup)))

@@ -1,0 +1,170 @@
+"""Block Kit for approval cards: the request with its buttons, and the decided card.
+
+A decided card is the same plan without buttons plus one line saying who
+decided, when (UTC), and what came of it; it replaces the request in place.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    SectionBlock,
+)
+
+from bot.approvals.ballots import Ballot
+from bot.approvals.rules import seat_title, seats_text
+from bot.clock import hhmm
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _md(text: str, limit: int = 2900) -> MarkdownTextObject:
+    return MarkdownTextObject(text=_cut(text, limit))
+
+
+def _seats_line(b: Ballot) -> str:
+    extra = f" (plus {seats_text(b.sev1_seats)} at SEV1)" if b.sev1_seats else ""
+    got = ", ".join(f"<@{u}> ({seat_title(s)})" for s, u in _in_seat_order(b))
+    have = f" · approved so far: {got}" if got else ""
+    return (f"Needs {seats_text(b.seats)}{extra}, each a different person and not the requester"
+            f" · expires {hhmm(b.expires_at)} UTC{have}")
+
+
+def _buttons(b: Ballot, prefix: str) -> ActionsBlock:
+    what = "run it at once" if b.kind == "lever" else "start the grant at once"
+    return ActionsBlock(block_id=f"approval:{b.id}", elements=[
+        ButtonElement(text="Approve", action_id=f"{prefix}.approve", value=b.id, style="primary",
+                      confirm=ConfirmObject(title="Approve?", text=f"Approving {b.id} will {what}.",
+                                            confirm="Approve", deny="Cancel")),
+        ButtonElement(text="Deny", action_id=f"{prefix}.deny", value=b.id, style="danger"),
+    ])
+
+
+def lever_text(b: Ballot) -> str:
+    d = b.detail
+    return f"{b.id} needs approval: {d['lever']} {d['target']} ({d['cell']}), asked by <@{b.requester}>"
+
+
+def _pre_state(pre: Any) -> str:
+    """One line per field the lever touches: its value before, or (absent)."""
+    if not isinstance(pre, dict) or not pre:
+        return "none captured"
+
+    def shown(v: Any) -> str:
+        if isinstance(v, dict) and set(v) in ({"$absent"}, {"$present"}):
+            return "(absent)" if "$absent" in v else "(present)"
+        return json.dumps(v, sort_keys=True)
+    return "\n".join(f"{p.replace('~1', '/').replace('~0', '~')}: {shown(v)}" for p, v in sorted(pre.items()))
+
+
+def _blast(d: dict[str, Any]) -> str:
+    if d["cell"] == "fleet":
+        where = "fleet-wide (the fleet context: every cell it reaches)"
+    else:
+        where = f"one object in cell {d['cell']}"
+    return f"{where}; {d['effect']}" if d.get("effect") else where
+
+
+def _lever_body(b: Ballot) -> list[Block]:
+    d = b.detail
+    why = "; ".join(d.get("reasons") or []) or "policy requires a second person"
+    return [
+        HeaderBlock(text=_cut(f"{b.id}: {d['lever']} needs approval", 150)),
+        SectionBlock(fields=[
+            _md(f"*What*\n{d['lever']} {d['target']}", 1900),
+            _md(f"*Where*\n{d['cell']}", 1900),
+            _md(f"*Asked by*\n<@{b.requester}>", 1900),
+            _md(f"*Blast radius*\n{_blast(d)}", 1900),
+        ]),
+        SectionBlock(text=_md(f"*Why approval*: {why}")),
+        SectionBlock(text=_md(f"*kubectl equivalent*\n```{_cut(d.get('kubectl', ''), 1200)}```")),
+        SectionBlock(text=_md(f"*API call*: `{_cut(d.get('api', ''), 400)}`\n"
+                              f"*Pre-state*\n```{_cut(_pre_state(d.get('pre_state')), 1400)}```")),
+        ContextBlock(elements=[_md(f"plan digest `{b.digest[:12]}` · the approval holds only for this plan "
+                                   "and pre-state; if the target changes it will not run")]),
+    ]
+
+
+def lever_request(b: Ballot) -> list[Block]:
+    return [*_lever_body(b), ContextBlock(elements=[_md(_seats_line(b))]), _buttons(b, "lever")]
+
+
+def grant_text(b: Ballot) -> str:
+    d = b.detail
+    return f"{b.id} break-glass for <@{b.requester}>: {d['describe']}, {d['minutes']} min"
+
+
+def _grant_body(b: Ballot) -> list[Block]:
+    d = b.detail
+    return [
+        HeaderBlock(text=_cut(f"{b.id}: break-glass request", 150)),
+        SectionBlock(fields=[
+            _md(f"*For*\n<@{b.requester}>", 1900),
+            _md(f"*Scope*\n{d['describe']}", 1900),
+            _md(f"*How long*\n{d['minutes']} min from approval", 1900),
+            _md(f"*Reason*\n{d['reason']}", 1900),
+        ]),
+        ContextBlock(elements=[_md("Only Firebreak's own levers; every pull is posted to the security channel.")]),
+    ]
+
+
+def grant_request(b: Ballot) -> list[Block]:
+    return [*_grant_body(b), ContextBlock(elements=[_md(_seats_line(b))]), _buttons(b, "breakglass")]
+
+
+def pending(b: Ballot) -> list[Block]:
+    """The request card again, with the approvals recorded so far."""
+    return lever_request(b) if b.kind == "lever" else grant_request(b)
+
+
+def decided(b: Ballot, line: str) -> list[Block]:
+    body = _lever_body(b) if b.kind == "lever" else _grant_body(b)
+    return [*body, SectionBlock(text=_md(line))]
+
+
+def text(b: Ballot) -> str:
+    return lever_text(b) if b.kind == "lever" else grant_text(b)
+
+
+def _in_seat_order(b: Ballot) -> list[tuple[str, str]]:
+    # The vote script stores seats as a JSON object (no order): show them in policy order.
+    order = [*b.seats, *b.sev1_seats]
+    return sorted(b.filled.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+
+
+def approvers(b: Ballot) -> str:
+    return " and ".join(f"<@{u}> ({seat_title(s)})" for s, u in _in_seat_order(b)) or f"<@{b.decided_by}>"
+
+
+def when(ts: float | None) -> str:
+    return f"{hhmm(ts)} UTC" if ts is not None else "an unknown time"
+
+
+def decision_line(b: Ballot, outcome: str = "") -> str:
+    tail = f" → {outcome}" if outcome else ""
+    if b.state == "approved":
+        return f":white_check_mark: Approved by {approvers(b)} at {when(b.decided_at)}{tail}"
+    if b.state == "denied":
+        return f":no_entry: Denied by <@{b.decided_by}> at {when(b.decided_at)}; nothing was changed."
+    if b.state == "expired":
+        return f":hourglass: Expired at {when(b.expires_at)} without approval; nothing was changed."
+    if b.state == "ended":
+        return f":lock: Grant ended at {when(b.grant_expires_at)} (time is up).{tail}"
+    if b.state == "revoked":
+        return f":lock: Revoked by <@{b.ended_by}> at {when(b.ended_at)}.{tail}"
+    return _seats_line(b)
+
+
+def details(b: Ballot) -> dict[str, Any]:
+    """Audit detail shared by every approval entry."""
+    return {"request": b.id, "kind": b.kind, "digest": b.digest or None, "requester": b.requester}

@@ -1,0 +1,196 @@
+"""Break-glass: `/incident breakglass`, the grant lookup levers ask, use and end.
+
+A grant is a ballot of kind "breakglass": approved means active until
+grant_expires_at. The reaper (a scheduler job, once across replicas, kept
+across restarts) ends it on time, and every lookup checks the time again, so
+a late or lost reaper never extends a grant.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot import logs
+from bot.approvals import cards, notify, scope
+from bot.approvals.ballots import Ballot
+from bot.approvals.commands import Breakglass, BreakglassEnd
+from bot.approvals.rules import required_seats, seats_text, within
+from bot.clock import hhmm, iso
+from bot.core.grammar import Spec
+from bot.core.registry import route
+from bot.core.request import Outcome, Refusal, Request
+from bot.incidents.flows import STATUS_LINES
+from bot.slack.gateway import SlackFailure
+from bot.store import Keys
+from levers import hooks, requests
+from levers.policy import CATALOGUE
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+    from bot.incidents.models import Incident
+    from levers.requests import LeverRequest
+
+log = logs.get(__name__)
+
+REAP_JOB = "breakglass.reap"
+EXPIRE_JOB = "approval.expire"
+
+
+def _scope(b: Ballot) -> scope.Scope:
+    d = b.detail
+    return scope.Scope(levers=tuple(d.get("levers") or ()), cell=d.get("cell"), fleet=bool(d.get("fleet")))
+
+
+def active(b: Ballot, now: float) -> bool:
+    return (b.kind == "breakglass" and b.state == "approved" and b.grant_expires_at is not None
+            and within(now, b.grant_expires_at))
+
+
+@route(
+    Breakglass,
+    spec=Spec("/incident breakglass <scope> <minutes> <reason>  ·  /incident breakglass revoke <BG-n>",
+              positional=("scope",), rest="reason"),
+    summary="time-boxed access to levers (a lever, a,b, cell:<cell> or fleet); IC (+ security at SEV1) approve",
+)
+async def breakglass(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
+    cmd: Breakglass = req.command  # type: ignore[assignment]
+    assert inc is not None
+    if cmd.revoke:
+        return await _revoke(svc, req, inc, cmd.revoke)
+    pol = svc.policy.approvals.breakglass
+    assert cmd.scope and cmd.minutes and cmd.reason
+    if cmd.minutes > pol.max_minutes:
+        raise Refusal(f"Break-glass lasts at most {pol.max_minutes} minutes (policy); "
+                      f"ask again with {pol.max_minutes} or less.")
+    try:
+        sc = scope.parse(cmd.scope, list(CATALOGUE))
+    except scope.ScopeError as e:
+        raise Refusal(str(e)) from None
+    now = svc.clock.now()
+    bid = f"BG-{await svc.redis.incr(Keys.GRANT_SEQ)}"
+    b = Ballot(id=bid, kind="breakglass", incident=inc.id, requester=req.actor, created_at=now,
+               expires_at=now + pol.window_minutes * 60, seats=list(pol.approvers),
+               sev1_seats=list(pol.sev1_approvers), grant_seconds=cmd.minutes * 60,
+               detail={"scope": sc.text(), "describe": sc.describe(), "levers": list(sc.levers), "cell": sc.cell,
+                       "fleet": sc.fleet, "minutes": cmd.minutes, "reason": cmd.reason})
+    await notify.ballots(svc).create(b)
+    await notify.scheduler(svc).schedule(EXPIRE_JOB, bid, b.expires_at, {"incident": inc.id})
+    if not inc.channel_id:
+        raise Refusal(f"{inc.id} has no channel for the request card; nothing was granted.")
+    try:
+        ts = await svc.slack.post(inc.channel_id, cards.grant_text(b), cards.grant_request(b))
+    except SlackFailure as f:
+        raise Refusal(f"Slack refused the request card ({f.error}); {bid} grants nothing and expires "
+                      f"at {hhmm(b.expires_at)} UTC. Try again.") from None
+    await notify.ballots(svc).set_card(inc.id, bid, inc.channel_id, ts)
+    await notify.to_security(svc, f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
+                                  f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}")
+    need = seats_text(required_seats(b.seats, b.sev1_seats, inc.sev))
+    return Outcome(
+        message=f"{bid} requested: {sc.describe()} for {cmd.minutes} min from approval. "
+                f"It needs {need}, not you, by {hhmm(b.expires_at)} UTC.",
+        audit={**cards.details(b), "scope": sc.text(), "minutes": cmd.minutes, "seats": b.seats,
+               "sev1_seats": b.sev1_seats, "expires_at": iso(b.expires_at)},
+    )
+
+
+async def activate(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]:
+    """After the last required approval: start the clock on the grant."""
+    assert b.grant_expires_at is not None
+    until = hhmm(b.grant_expires_at)
+    await notify.scheduler(svc).schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": b.incident})
+    await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
+    await notify.edit_card(svc, b, cards.decision_line(b, f"active until {until} UTC"))
+    what = b.detail["describe"]
+    await notify.to_channel(svc, b, f":unlock: {b.id} active: <@{b.requester}> may pull {what} until {until} UTC.")
+    await notify.to_security(svc, f":unlock: {b.id} granted in {b.incident}: <@{b.requester}> may pull {what} "
+                                  f"until {until} UTC; approved by {cards.approvers(b)}.")
+    return (f"{b.id} approved: <@{b.requester}> may pull {what} until {until} UTC.",
+            {"grant_expires_at": iso(b.grant_expires_at), "approvers": b.filled})
+
+
+async def _revoke(svc: "Services", req: Request, inc: "Incident", bid: str) -> Outcome:
+    now = svc.clock.now()
+    revokers = svc.policy.approvals.breakglass.revokers
+    code, state = await notify.ballots(svc).revoke(inc.id, bid, req.actor, now, revokers)
+    if code == "missing":
+        raise Refusal(f"{bid} is not a break-glass grant of {inc.id}.", grant=bid)
+    if code == "notlive":
+        raise Refusal(f"{bid} is already {state}; there is nothing to revoke.", grant=bid)
+    if code == "notallowed":
+        raise Refusal(f"Only the grantee or {seats_text(revokers)} can revoke {bid}.", grant=bid)
+    b = await notify.ballots(svc).get(inc.id, bid)
+    assert b is not None
+    await notify.scheduler(svc).cancel(REAP_JOB, bid)
+    await notify.scheduler(svc).cancel(EXPIRE_JOB, bid)
+    await notify.edit_card(svc, b, cards.decision_line(b))
+    await notify.to_channel(svc, b, f":lock: {bid} revoked by <@{req.actor}>; <@{b.requester}> no longer has it.")
+    await notify.to_security(svc, f":lock: {bid} in {inc.id} revoked by <@{req.actor}> (was {state}).")
+    return Outcome(message=f"{bid} revoked; <@{b.requester}> no longer has {b.detail['describe']}.",
+                   audit={**cards.details(b), "grant": bid, "revoked": True, "was": state})
+
+
+@route(BreakglassEnd, spec=None, summary="a grant's time ran out (reaper)")
+async def breakglass_end(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
+    cmd: BreakglassEnd = req.command  # type: ignore[assignment]
+    assert inc is not None
+    now = svc.clock.now()
+    code = await notify.ballots(svc).end_grant(inc.id, cmd.grant, now)
+    b = await notify.ballots(svc).get(inc.id, cmd.grant)
+    if b is None:
+        return Outcome(message=f"{cmd.grant} does not exist.", audit={"grant": cmd.grant, "ended": False})
+    if code != 1:
+        if active(b, now):
+            # Delivered early (a clock step): come back at the real end.
+            assert b.grant_expires_at is not None
+            await notify.scheduler(svc).schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": inc.id})
+        return Outcome(message=f"{b.id} is {b.state}; nothing to end.", audit={"grant": b.id, "ended": False})
+    await notify.edit_card(svc, b, cards.decision_line(b))
+    await notify.to_channel(svc, b, f":lock: {b.id} ended: <@{b.requester}> no longer has {b.detail['describe']}.")
+    await notify.to_security(svc, f":lock: {b.id} in {inc.id} ended at {hhmm(now)} UTC (time is up).")
+    return Outcome(message=f"{b.id} ended.", audit={**cards.details(b), "grant": b.id, "ended": True,
+                                                    "grant_expires_at": iso(b.grant_expires_at)})
+
+
+async def grant_for(svc: "Services", inc: "Incident | None", user: str, lever: str, cell: str) -> str | None:
+    """GRANT_PROVIDERS: an active grant of this user covering (lever, cell), checked now."""
+    if inc is None:
+        return None
+    now = svc.clock.now()
+    for b in await notify.ballots(svc).all(inc.id):
+        if b.requester == user and active(b, now) and _scope(b).covers(lever, cell):
+            return b.id
+    return None
+
+
+async def grant_used(svc: "Services", inc: "Incident | None", rec: "LeverRequest", grant_id: str) -> None:
+    """GRANT_USED: every pull (or undo) under a grant goes to the security channel and the audit log."""
+    where = inc.id if inc else rec.incident
+    b = await notify.ballots(svc).get(where, grant_id)
+    who = b.requester if b else rec.requester  # only the grantee can act under their grant
+    now = await requests.get_request(svc.redis, rec.id)
+    state = now.state if now else rec.state
+    verb = "undid" if state == "undone" else "pulled"
+    posted = await notify.to_security(
+        svc, f":rotating_light: {grant_id} used in {where}: <@{who}> {verb} {rec.lever} {rec.target} "
+             f"({rec.cell}), {rec.id} now {state}.")
+    await svc.audit.append("breakglass.used", actor=who, incident=where, detail={
+        "grant": grant_id, "request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell,
+        "state": state, "security_posted": posted})
+
+
+async def status_line(svc: "Services", inc: "Incident") -> str | None:
+    now = svc.clock.now()
+    parts = []
+    for b in await notify.ballots(svc).all(inc.id):
+        if b.state == "pending" and within(now, b.expires_at):
+            parts.append(f"{b.id} awaiting approval until {hhmm(b.expires_at)} UTC")
+        elif active(b, now):
+            assert b.grant_expires_at is not None
+            parts.append(f"{b.id} break-glass <@{b.requester}> ({b.detail['describe']}) "
+                         f"until {hhmm(b.grant_expires_at)} UTC")
+    return ("Approvals and grants: " + "; ".join(parts)) if parts else None
+
+
+hooks.GRANT_PROVIDERS.append(grant_for)
+hooks.GRANT_USED.append(grant_used)
+STATUS_LINES.append(status_line)

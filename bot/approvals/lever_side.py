@@ -1,0 +1,100 @@
+"""Lever requests that need approval: the card, and what each decision does.
+
+The lever record (levers/requests.py) keeps its own state; the ballot decides
+and the record follows through the levers package's compare-and-set. After
+the deciding vote, `execute_approved` is called; its own CAS on
+approved -> executing makes a second call (a retry, another process, the
+restart sweep) a no-op, and it re-plans and refuses to run if the digest the
+approvers saw no longer matches the target.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot import logs
+from bot.approvals import cards, notify
+from bot.approvals.ballots import Ballot
+from bot.clock import hhmm, iso
+from bot.core.request import Refusal
+from bot.slack.gateway import SlackFailure
+from levers import executor, hooks, requests
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+    from bot.incidents.models import Incident
+    from levers.requests import LeverRequest
+
+log = logs.get(__name__)
+
+EXPIRE_JOB = "approval.expire"
+# Record states in which an approved request has not run yet.
+NOT_RUN = {"pending_approval", "approved"}
+FINISHED = {"done", "failed", "stale"}
+
+
+def _detail(rec: "LeverRequest") -> dict[str, Any]:
+    plan = rec.plan or {}
+    return {
+        "lever": rec.lever, "target": rec.target, "cell": rec.cell, "params": rec.params,
+        "kubectl": plan.get("kubectl", ""),
+        "api": f"{plan.get('method', '')} {plan.get('path', '')} ({plan.get('content_type', '')})",
+        "effect": plan.get("effect"), "pre_state": rec.pre_state,
+        "reasons": list(rec.needs_approval or []),
+    }
+
+
+async def request_approval(svc: "Services", inc: "Incident", rec: "LeverRequest") -> None:
+    """APPROVAL_REQUESTED: open a ballot, post the card, start the window."""
+    pol = svc.policy.approvals.lever
+    now = svc.clock.now()
+    b = Ballot(id=rec.id, kind="lever", incident=inc.id, requester=rec.requester, created_at=now,
+               expires_at=now + pol.window_minutes * 60, seats=list(pol.approvers), digest=rec.digest,
+               detail=_detail(rec))
+    if not await notify.ballots(svc).create(b):
+        return  # the hook ran already for this request: one ballot, one card
+    await notify.scheduler(svc).schedule(EXPIRE_JOB, b.id, b.expires_at, {"incident": inc.id})
+    await svc.audit.append("approval.requested", actor=rec.requester, incident=inc.id, detail={
+        **cards.details(b), "lever": rec.lever, "target": rec.target, "cell": rec.cell,
+        "seats": b.seats, "expires_at": iso(b.expires_at), "kubectl": b.detail["kubectl"]})
+    if not inc.channel_id:
+        raise Refusal(f"{rec.id} needs approval but {inc.id} has no channel for the card; it will expire.")
+    try:
+        ts = await svc.slack.post(inc.channel_id, cards.lever_text(b), cards.lever_request(b))
+    except SlackFailure as f:
+        raise Refusal(f"{rec.id} needs approval, but Slack refused the approval card ({f.error}); "
+                      f"nothing will run and it expires at {hhmm(b.expires_at)} UTC. Try the lever again.") from None
+    await notify.ballots(svc).set_card(inc.id, b.id, inc.channel_id, ts)
+
+
+async def run_approved(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]:
+    """Move the record to approved (if the vote's process died first) and execute it once."""
+    await requests.transition(svc.redis, b.id, {"pending_approval"}, "approved",
+                              approved_by=b.decided_by or "", approved_at=b.decided_at or svc.clock.now())
+    rec = await requests.get_request(svc.redis, b.id)
+    if rec is None or rec.state not in NOT_RUN:
+        state = rec.state if rec else "missing"
+        return f"{b.id} is already {state}; nothing more to do.", {"state": state}
+    await notify.edit_card(svc, b, cards.decision_line(b, "executing…"))
+    res = await executor.execute_approved(svc, b.id, b.decided_by or "system")
+    # Whoever ran it, the record's result is the outcome (a losing caller only sees "already done").
+    rec = await requests.get_request(svc.redis, b.id)
+    said = (rec.result or {}).get("message") if rec else None
+    if rec is not None and rec.state in FINISHED:
+        await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)  # settled: the window timer has nothing left to do
+        if said:
+            await notify.edit_card(svc, b, cards.decision_line(b, said))
+    return said or res.message, {"state": rec.state if rec else res.state, "ok": res.ok}
+
+
+async def denied(svc: "Services", b: Ballot) -> None:
+    await requests.transition(svc.redis, b.id, {"pending_approval"}, "denied")
+    await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
+    await notify.edit_card(svc, b, cards.decision_line(b))
+
+
+async def expired(svc: "Services", b: Ballot) -> None:
+    await requests.transition(svc.redis, b.id, {"pending_approval"}, "expired")
+    await notify.edit_card(svc, b, cards.decision_line(b))
+
+
+hooks.APPROVAL_REQUESTED.append(request_approval)

@@ -1,0 +1,34 @@
+"""Pure approval rules: the window, the seats, and how to say who is needed.
+
+The window is half-open, [created_at, expires_at): a press one second before
+expires_at counts, a press at expires_at or later is too late. A grant is
+active on the same terms, [approved_at, grant_expires_at). The Lua scripts in
+scripts.py apply the same comparisons; these functions are for display, the
+status line and the grant lookup.
+"""
+from __future__ import annotations
+
+from bot.incidents.roles import ROLE_TITLES
+
+
+def within(now: float, until: float) -> bool:
+    """True while `until` has not been reached (the end itself is outside)."""
+    return now < until
+
+
+def required_seats(seats: list[str], sev1_seats: list[str], sev: int) -> list[str]:
+    """The roles that must each approve, given the incident's SEV at the press."""
+    extra = [s for s in sev1_seats if s not in seats] if sev == 1 else []
+    return [*seats, *extra]
+
+
+def seat_title(role: str) -> str:
+    return "IC" if role == "ic" else ROLE_TITLES.get(role, role)
+
+
+def seats_text(seats: list[str]) -> str:
+    """"the IC", "the IC and the Security lead"."""
+    names = [f"the {seat_title(s)}" for s in seats]
+    if len(names) <= 1:
+        return "".join(names) or "nobody"
+    return ", ".join(names[:-1]) + " and " + names[-1]

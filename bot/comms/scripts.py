@@ -1,0 +1,29 @@
+"""Lua for comms timers. Keys of one incident share its hash tag."""
+
+# KEYS: incident, comms:cadence.
+# The due a reminder should be scheduled for ("" = none: mitigated, resolved, missing),
+# recorded as synced so the same due is not rescheduled after every request.
+# -> {changed (1/0), target, previous}
+SYNC_MARK = """
+local st = redis.call('HGET', KEYS[1], 'status')
+local due = redis.call('HGET', KEYS[1], 'next_update_due') or ''
+local target = ''
+if st == 'active' then target = due end
+local prev = redis.call('HGET', KEYS[2], 'synced') or ''
+if prev == target then return {0, target, prev} end
+redis.call('HSET', KEYS[2], 'synced', target)
+return {1, target, prev}
+"""
+
+# KEYS: incident. ARGV: expected_due, new_due.
+# Compare-and-set: only the reminder being answered can be snoozed, once.
+# -> {code, current_due}; 1 snoozed, 0 the due moved meanwhile, -2 not active, -3 missing.
+SNOOZE = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {-3, ''} end
+if st ~= 'active' then return {-2, ''} end
+local due = redis.call('HGET', KEYS[1], 'next_update_due') or ''
+if tonumber(due) == nil or math.abs(tonumber(due) - tonumber(ARGV[1])) > 0.001 then return {0, due} end
+redis.call('HSET', KEYS[1], 'next_update_due', ARGV[2])
+return {1, ARGV[2]}
+"""

@@ -1,0 +1,89 @@
+"""Keep the comms timers (reminder, escalation, handoff nudge) in step with the incident.
+
+The incident hash's ``next_update_due`` is the truth (its Lua scripts move it on
+declare, update, SEV raise, snooze and status change). After every request on an
+incident, ``sync`` reschedules the reminder when that due changed. A reminder job
+carries the due it was scheduled for and posts only if it is still the due, so a
+stale job can never post a wrong reminder.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot import logs
+from bot.comms import scripts
+from bot.core import dispatch
+from bot.core.request import Outcome, Request
+from bot.scheduler import Scheduler, on_start
+from bot.store import Keys
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+log = logs.get(__name__)
+
+REMIND = "cadence.remind"
+ESCALATE = "cadence.escalate"
+NUDGE = "handoff.nudge"
+
+
+def scheduler(svc: "Services") -> Scheduler:
+    return svc.extras["scheduler"]
+
+
+async def sync(svc: "Services", inc_id: str) -> str:
+    """Reschedule when the due changed since the last sync; returns the due ("" when none)."""
+    mark = svc.redis.register_script(scripts.SYNC_MARK)
+    changed, target, prev = await mark(keys=[Keys.incident(inc_id), Keys.comms(inc_id, "cadence")])
+    if not int(changed):
+        return target
+    s = scheduler(svc)
+    if target != prev:
+        await s.cancel(ESCALATE, inc_id)  # the overdue clock restarts with the new due
+    if target:
+        await s.schedule(REMIND, inc_id, float(target), {"due": target})
+    else:
+        await s.cancel(REMIND, inc_id)
+    return target
+
+
+async def repair(svc: "Services", inc_id: str) -> None:
+    """Schedule the reminder or escalation that should be pending but is not (a process died
+    between a transition and its sync, or between a reminder and its escalation).
+
+    A job claimed meanwhile may be scheduled twice; its dedupe mark keeps the post single.
+    """
+    target = await sync(svc, inc_id)
+    if not target:
+        return
+    r, s = svc.redis, scheduler(svc)
+    if not await r.exists(Keys.comms(inc_id, f"reminded:{target}")):
+        kind, at = REMIND, float(target)
+    elif not await r.exists(Keys.comms(inc_id, f"escalated:{target}")):
+        kind, at = ESCALATE, float(target) + svc.policy.cadence.escalate_after_minutes * 60
+    else:
+        return
+    if await s.pending(kind, inc_id) is None:
+        await s.schedule(kind, inc_id, at, {"due": target})
+
+
+async def _after(svc: "Services", req: Request, outcome: Outcome, inc_id: str | None) -> None:
+    if inc_id is None or not outcome.ok:
+        return
+    await sync(svc, inc_id)
+    handoff = outcome.audit.get("handoff")
+    if req.command.name == "handoff" and handoff:
+        minutes = svc.policy.cadence.handoff_nudge_minutes
+        await scheduler(svc).schedule(NUDGE, f"{inc_id}/{handoff}", svc.clock.now() + minutes * 60, {})
+    elif req.command.name == "accept" and handoff:
+        await scheduler(svc).cancel(NUDGE, f"{inc_id}/{handoff}")
+
+
+dispatch.AFTER.append(_after)
+
+
+@on_start
+async def resync_open_incidents(svc: "Services") -> None:
+    """After a crash between a transition and its sync, the jobs catch up at start."""
+    for inc_id in await svc.incidents.open_ids():
+        await repair(svc, inc_id)

@@ -1,0 +1,92 @@
+"""The incident channel is a data store: flag pasted secrets.
+
+The message listener scans first (pure, no I/O); only a flagged message in an
+incident channel becomes a request, deduplicated by Slack's event_id in Redis
+so a retried delivery is never processed twice. The warning names the kind of
+secret and never repeats it; the audit entry (from the one executor) holds the
+kinds and the message ts, not the text.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt.async_app import AsyncApp
+
+from bot import logs
+from bot.comms.commands import SecretFlag
+from bot.comms.secrets import scan
+from bot.comms.system import claim_once
+from bot.core import dispatch
+from bot.core.registry import route
+from bot.core.request import Outcome, Request, Source
+from bot.incidents.models import Incident
+from bot.slack import app as slack_app
+from bot.slack.gateway import SlackFailure
+from bot.store import Keys
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+log = logs.get(__name__)
+
+# Subtypes that carry a person's own words; the rest (joins, deletions, bot posts) are not scanned.
+_HUMAN_SUBTYPES = {None, "file_share", "thread_broadcast", "me_message"}
+
+
+def human_message(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The person-written message inside a message event, or None (bots, joins, our own edits)."""
+    subtype = event.get("subtype")
+    if subtype == "message_changed":
+        msg = event.get("message") or {}
+        # An edit keeps its subtype on the inner message; only a person's edited text is scanned.
+        if msg.get("bot_id") or msg.get("subtype") == "bot_message":
+            return None
+        return {**msg, "channel": event.get("channel")}
+    if subtype not in _HUMAN_SUBTYPES or event.get("bot_id"):
+        return None
+    return event
+
+
+def _kinds_text(kinds: list[str]) -> str:
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
+
+
+@route(SecretFlag, spec=None, summary="a pasted secret was flagged (message event)")
+async def secret_flag(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
+    cmd: SecretFlag = req.command  # type: ignore[assignment]
+    assert inc is not None and inc.channel_id
+    text = (f":warning: <@{req.actor}> that message looks like it contains a {_kinds_text(cmd.kinds)}. "
+            "This channel is a data store: delete the message and rotate the credential now. "
+            "Link to the audit-store query instead of pasting secrets, prompts or PII.")
+    try:
+        await svc.slack.post(inc.channel_id, text, thread_ts=cmd.message_ts)
+    except SlackFailure as f:
+        return Outcome(result="error", message=f"Could not post the warning ({f.error}).",
+                       audit={"slack_error": f.error})
+    return Outcome(message="flagged", audit={"kinds": cmd.kinds})
+
+
+def install(app: AsyncApp, svc: "Services") -> None:
+    @app.event("message")
+    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+        msg = human_message(event)
+        if msg is None or not msg.get("user"):
+            return
+        kinds = scan(str(msg.get("text") or ""), svc.policy.comms.secret_patterns)
+        if not kinds:
+            return
+        channel = str(msg.get("channel") or "")
+        inc_id = await svc.incidents.by_channel(channel)
+        if inc_id is None:
+            return
+        event_id = str(body.get("event_id") or f"{channel}:{msg.get('ts')}")
+        if not await claim_once(svc, Keys.dedupe("slack-event", event_id)):
+            log.info("event_duplicate", event_id=event_id)
+            return
+        # Warn in the message's thread (a reply in a thread warns in that thread).
+        cmd = SecretFlag(kinds=kinds, message_ts=str(msg.get("thread_ts") or msg.get("ts") or "")[:40])
+        await dispatch.execute(svc, Request(command=cmd, actor=msg["user"], source=Source.event,
+                                            channel_id=channel, incident_id=inc_id))
+
+
+slack_app.LISTENERS.append(install)

@@ -1,0 +1,1 @@
+"""`firebreak console`: the real app against an embedded Slack emulator, in a terminal."""

@@ -1,0 +1,104 @@
+"""`firebreak console`: start the emulator and the real app, then read lines."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from bot.config import load_settings
+from bot.console.emulator import SlackEmulator
+from bot.console.people import Directory
+from bot.console.session import Console
+from bot.console.signed import Sender
+from bot.runtime import build_runtime
+
+BANNER = """\
+Firebreak console: the real app against an embedded Slack emulator on 127.0.0.1.
+{store}
+Type `help` for the console, `/incident help` for Firebreak; `quit` to leave."""
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+async def _read(prompt: str) -> str | None:
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, input, prompt)
+    except EOFError:
+        return None
+
+
+async def _interactive(console: Console) -> int:
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401 - line editing and history for input()
+    while True:
+        line = await _read(console.prompt)
+        if line is None or line.strip().lower() in ("quit", "exit"):
+            return 0
+        await console.line(line)
+
+
+async def _scripted(console: Console, lines: list[str]) -> int:
+    failed: list[int] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line.strip().lower() in ("quit", "exit"):
+            break
+        _say(console.prompt + line.rstrip())
+        if not await console.line(line):
+            failed.append(n)
+    if failed:
+        _say(f"script: {len(failed)} line(s) failed: line {', '.join(map(str, failed))}")
+        return 1
+    return 0
+
+
+async def run_console(user: str, script: str | None) -> int:
+    lines: list[str] | None = None
+    if script is not None:
+        try:
+            lines = Path(script).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            print(f"firebreak: cannot read script {script}: {exc.strerror}", file=sys.stderr)
+            return 2
+    people = Directory()
+    token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
+    console_box: list[Console] = []
+    emulator = SlackEmulator(token, lambda ev: console_box[0].show(ev), people.name)
+    await emulator.start()
+    settings = load_settings(slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url,
+                             slack_app_token=None)
+    rt = build_runtime(settings)
+    runner = web.AppRunner(rt.web, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)
+    console = Console(rt.services, _say, people, user)
+    console_box.append(console)
+    console.attach(emulator, sender)
+
+    from bot.serve import BACKGROUND
+
+    tasks = [asyncio.create_task(start(rt.services)) for start in BACKGROUND]
+    store = ("State: Redis at REDIS_URL." if settings.redis_url else
+             "State: EMBEDDED IN-MEMORY STORE (REDIS_URL is not set): everything is lost when you quit.")
+    _say(BANNER.format(store=store))
+    try:
+        return await (_scripted(console, lines) if lines is not None else _interactive(console))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await sender.close()
+        await runner.cleanup()
+        await emulator.stop()
+        await rt.services.redis.aclose()

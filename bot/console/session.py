@@ -1,0 +1,248 @@
+"""The console's read-eval-print loop: typed lines become signed Slack requests.
+
+A line is finished when its one audit entry exists (every request writes
+exactly one) and its reply, if any, has arrived, so a script runs line by
+line in order without guessing at sleeps.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bot.audit import verify_entries
+from bot.console import signed
+from bot.console.emulator import Event, SlackEmulator
+from bot.console.people import Directory
+from bot.console.render import Renderer
+from bot.core.services import Services
+from bot.store import Keys
+
+HELP = """\
+Type what you would type in Slack, plus a few console commands:
+  /incident <command> …   run a Firebreak command as the current user in the current channel
+                          (mention people as @alice; `/incident help` lists the commands)
+  press N                 press button [N] from a message above
+  as @alice | user U2     act as someone else
+  channel [name|N]        show the channels, or switch to one (declare switches you automatically)
+  audit                   print the audit log and check its hash chain
+  help                    this text
+  quit                    leave (state lives in memory unless REDIS_URL is set)"""
+
+WAIT_S = 30.0  # a line that has not finished by then is reported, not waited on forever
+REPLY_GRACE_S = 2.0  # after the audit entry, how long a reply may still be in flight
+
+
+@dataclass
+class Pending:
+    actor: str
+    replies: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+
+
+class Console:
+    def __init__(self, svc: Services, out: Callable[[str], None], directory: Directory, user: str) -> None:
+        self.svc = svc
+        self.out = out
+        self.people = directory
+        self.user = directory.resolve(user) or "UYOU"
+        self.emulator: SlackEmulator | None = None
+        self.sender: signed.Sender | None = None
+        self.channel = ""
+        self.render = Renderer(directory.name, self._channel_name)
+        self._keys = itertools.count(1)
+        self._pending: dict[str, Pending] = {}
+
+    def attach(self, emulator: SlackEmulator, sender: signed.Sender) -> None:
+        self.emulator, self.sender = emulator, sender
+        self.channel = emulator.add_channel("general").id
+
+    # what the app shows ------------------------------------------------------
+    def _channel_name(self, cid: str) -> str:
+        ch = self.emulator.channels.get(cid) if self.emulator else None
+        return ch.name if ch else cid
+
+    def show(self, ev: Event) -> None:
+        """Print one thing the app did in the workspace (called by the emulator)."""
+        where = f"#{self._channel_name(ev.channel)}" if ev.channel else ""
+        if ev.kind == "channel":
+            for p in self._pending.values():
+                p.created.append(ev.channel or "")
+            self.out(f"{where}  (channel created)")
+            return
+        if ev.kind == "pin":
+            self.out(f"{where}  📌 pinned: {self.render.text(ev.text)[:80]}")
+            return
+        if ev.kind == "reply":
+            pending = self._pending.get(ev.user or "")
+            if pending is not None:
+                pending.replies.append(ev.text)
+            who = self.people.name(pending.actor) if pending else "you"
+            self._print_block(f"  ↳ only @{who} sees: ", ev)
+            return
+        head = {"post": f"{where}  firebreak:", "update": f"{where}  firebreak (edited):",
+                "ephemeral": f"{where}  only @{self.people.name(ev.user or '')} sees:",
+                "view": "modal opened:"}[ev.kind]
+        self._print_block(head + " ", ev)
+
+    def _print_block(self, head: str, ev: Event) -> None:
+        body = self.render.blocks(ev.blocks, ev.channel, ev.ts) if ev.blocks else []
+        if not body:
+            body = self.render.text(ev.text).splitlines() or [""]
+        self.out(head + body[0])
+        for line in body[1:]:
+            self.out("      " + line)
+
+    # lines -------------------------------------------------------------------
+    @property
+    def prompt(self) -> str:
+        return f"@{self.people.name(self.user)} #{self._channel_name(self.channel)}> "
+
+    async def line(self, raw: str) -> bool:
+        """Run one line; False when it failed (usage error, refusal, unknown)."""
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            return True
+        word, _, rest = text.partition(" ")
+        word = word.lower()
+        if word == "/incident":
+            return await self._slash(rest)
+        if word.startswith("/"):
+            return self._fail("Only /incident is installed here. Try `/incident help`.")
+        if word == "press":
+            return await self._press(rest.strip())
+        if word in ("as", "user"):
+            return self._as(rest.strip())
+        if word == "channel":
+            return self._switch(rest.strip())
+        if word == "audit":
+            return await self._audit()
+        if word == "help":
+            self.out(HELP)
+            return True
+        return self._fail(f"Unknown console command `{word[:30]}`. Type `help`, or start with `/incident`.")
+
+    def _fail(self, message: str) -> bool:
+        self.out(message)
+        return False
+
+    async def _slash(self, rest: str) -> bool:
+        assert self.emulator and self.sender
+        key = f"k{next(self._keys)}"
+        body = signed.command_body(self.people.mentions(rest), self.user, self.people.name(self.user), self.channel,
+                                   self._channel_name(self.channel), self.emulator.response_url(key))
+        return await self._send(key, body)
+
+    async def _press(self, arg: str) -> bool:
+        assert self.emulator and self.sender
+        btn = self.render.buttons.get(int(arg)) if arg.isdigit() else None
+        if btn is None:
+            return self._fail(f"No button [{arg}]. Buttons are numbered in the messages above: `press 1`.")
+        self.out(f"  (pressing [{btn.number}] {btn.label} as @{self.people.name(self.user)})")
+        key = f"k{next(self._keys)}"
+        body = signed.action_body(btn.action_id, btn.value, self.user, self.people.name(self.user), btn.channel,
+                                  btn.message_ts, self.emulator.response_url(key))
+        return await self._send(key, body)
+
+    async def _send(self, key: str, body: bytes) -> bool:
+        assert self.sender
+        start = int(await self.svc.redis.llen(Keys.AUDIT_LOG))
+        pending = self._pending[key] = Pending(self.user)
+        try:
+            status, ack = await self.sender.post(body)
+            if status != 200:
+                return self._fail(f"The app answered HTTP {status}.")
+            ack_text = _ack_text(ack)
+            if ack_text:
+                self.out("  ↳ " + self.render.text(ack_text).replace("\n", "\n    "))
+            entry = await self._settle(pending, start)
+        finally:
+            self._pending.pop(key, None)
+        if pending.created:
+            self.channel = pending.created[-1]
+            self.out(f"  (you are now in #{self._channel_name(self.channel)})")
+        if entry is None:
+            return False if pending.replies else self._fail("  (no answer from the app in time; see the log above)")
+        return entry["action"].startswith(("command.", "button.")) and entry["action"] not in (
+            "command.invalid", "button.invalid") and entry.get("detail", {}).get("result") == "ok"
+
+    async def _settle(self, pending: Pending, start: int) -> dict[str, Any] | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_S
+        entry: dict[str, Any] | None = None
+        done_at: float | None = None
+        while loop.time() < deadline:
+            if entry is None:
+                entry = await self._entry_by(pending.actor, start)
+                if entry is not None:
+                    if entry["action"] == "command.invalid" or pending.replies:
+                        return entry
+                    done_at = loop.time() + REPLY_GRACE_S
+                elif pending.replies:
+                    # A reply with no audit entry: a button nobody handles. Give the audit a moment.
+                    done_at = done_at or loop.time() + 0.5
+                    if loop.time() > done_at:
+                        return None
+            elif pending.replies or (done_at is not None and loop.time() > done_at):
+                return entry
+            await asyncio.sleep(0.02)
+        return entry
+
+    async def _entry_by(self, actor: str, start: int) -> dict[str, Any] | None:
+        for raw in await self.svc.redis.lrange(Keys.AUDIT_LOG, start, -1):
+            e = json.loads(raw)
+            if e.get("actor") == actor and str(e.get("action", "")).startswith(("command.", "button.")):
+                return e
+        return None
+
+    def _as(self, who: str) -> bool:
+        uid = self.people.resolve(who) if who else None
+        if uid is None:
+            return self._fail("Usage: `as @alice` or `user U2`.")
+        self.user = uid
+        self.out(f"  (you are now @{self.people.name(uid)}, {uid})")
+        return True
+
+    def _switch(self, arg: str) -> bool:
+        assert self.emulator
+        chans = list(self.emulator.channels.values())
+        if not arg:
+            for i, ch in enumerate(chans, 1):
+                mark = "*" if ch.id == self.channel else " "
+                self.out(f" {mark}{i}. #{ch.name} ({ch.id})")
+            return True
+        hit = chans[int(arg) - 1] if arg.isdigit() and 0 < int(arg) <= len(chans) else self.emulator.by_name(arg)
+        if hit is None:
+            return self._fail(f"No channel `{arg[:40]}`. Type `channel` to list them.")
+        self.channel = hit.id
+        self.out(f"  (you are now in #{hit.name})")
+        return True
+
+    async def _audit(self) -> bool:
+        entries = [e async for e in self.svc.audit.entries()]
+        for e in entries:
+            detail = e.get("detail") or {}
+            brief = ", ".join(f"{k}={_short(v)}" for k, v in detail.items() if k not in ("source",))
+            actor = self.people.name(e.get("actor", "")) if e.get("actor") != "system" else "system"
+            self.out(f"  {e.get('seq')}  {e.get('ts')}  {e.get('incident') or '-'}  {actor}  "
+                     f"{e.get('action')}  {brief}")
+        bad = verify_entries(entries)
+        self.out(f"  audit chain OK ({len(entries)} entries)" if bad is None else f"  audit chain BROKEN at seq {bad}")
+        return bad is None
+
+
+def _short(v: Any) -> str:
+    s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
+    return s if len(s) <= 60 else s[:57] + "…"
+
+
+def _ack_text(raw: str) -> str:
+    if not raw.strip():
+        return ""
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.strip()
+    return str(body.get("text", "")) if isinstance(body, dict) else ""

@@ -1,0 +1,64 @@
+"""Slack-signed requests to the app's own /slack/events, as Slack would send them."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+
+from bot.console.emulator import TEAM
+
+APP_ID = "ACONSOLE"
+
+
+def signature(secret: str, ts: str, body: bytes) -> str:
+    base = b"v0:" + ts.encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def command_body(text: str, user: str, user_name: str, channel: str, channel_name: str, response_url: str) -> bytes:
+    return urlencode({
+        "team_id": TEAM, "team_domain": "console", "channel_id": channel, "channel_name": channel_name,
+        "user_id": user, "user_name": user_name, "command": "/incident", "text": text, "api_app_id": APP_ID,
+        "response_url": response_url, "trigger_id": secrets.token_hex(8),
+    }).encode()
+
+
+def action_body(action_id: str, value: str, user: str, user_name: str, channel: str | None,
+                message_ts: str | None, response_url: str) -> bytes:
+    payload: dict[str, Any] = {
+        "type": "block_actions", "api_app_id": APP_ID, "team": {"id": TEAM, "domain": "console"},
+        "user": {"id": user, "username": user_name, "name": user_name, "team_id": TEAM},
+        "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button",
+                     "action_ts": f"{time.time():.6f}"}],
+        "response_url": response_url, "trigger_id": secrets.token_hex(8),
+    }
+    if channel:
+        payload["channel"] = {"id": channel}
+        payload["container"] = {"type": "message", "message_ts": message_ts, "channel_id": channel}
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+class Sender:
+    def __init__(self, url: str, secret: str) -> None:
+        self.url = url
+        self.secret = secret
+        self._session: aiohttp.ClientSession | None = None
+
+    async def post(self, body: bytes) -> tuple[int, str]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        ts = str(int(time.time()))
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": ts,
+                   "X-Slack-Signature": signature(self.secret, ts, body)}
+        async with self._session.post(self.url, data=body, headers=headers) as resp:
+            return resp.status, await resp.text()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()

@@ -1,0 +1,170 @@
+"""The Lever interface and its registry.
+
+A lever is an absolute target state on one object (suspend=true, weight=25),
+so replaying it converges. It plans from the object it read (exact calls plus
+pre-state), may check budgets or headroom, applies, verifies by reading back,
+and undoes by restoring the pre-state (levers.plan.restore_ops).
+"""
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from levers.kube import CellClient
+from levers.plan import ApiCall, Plan, is_absent, read
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class LeverRefusal(Exception):
+    """The lever will not run; nothing was sent. The message says why and what to do."""
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, target: "Target", sub: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        ns = f"/namespaces/{target.namespace}" if self.namespaced else ""
+        return f"{base}{ns}/{self.plural}/{target.name}" + (f"/{sub}" if sub else "")
+
+    @property
+    def resource(self) -> str:
+        """What kubectl calls it (plural.group is unambiguous)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+@dataclass(frozen=True)
+class Target:
+    namespace: str | None
+    name: str
+
+    @classmethod
+    def parse(cls, text: str, namespaced: bool, kind: str) -> "Target":
+        ns, sep, name = text.strip().rpartition("/")
+        if namespaced and not sep:
+            raise LeverRefusal(f"A {kind} lives in a namespace: give the target as `<namespace>/<name>`.")
+        if not namespaced and sep:
+            raise LeverRefusal(f"A {kind} is cluster-scoped: give just its name, without a namespace.")
+        for part in ([ns] if sep else []) + [name]:
+            if not _NAME.match(part):
+                raise LeverRefusal(f"`{part[:60]}` is not a Kubernetes name (lowercase letters, digits, - and .).")
+        return cls(ns or None, name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass
+class Ctx:
+    """Everything one run of a lever needs; rebuilt from the stored record for execution and undo."""
+
+    svc: "Services"
+    kube: CellClient
+    req_id: str
+    incident: str
+    cell: str  # cell name, or "fleet"
+    context: str
+    target: Target
+    params: BaseModel
+    requester: str
+    scratch: dict[str, Any] = field(default_factory=dict)  # facts found while planning (for checks)
+
+    @property
+    def policy(self) -> Any:
+        return self.svc.policy.levers
+
+
+@dataclass
+class Verified:
+    ok: bool
+    text: str
+
+
+class Lever(ABC):
+    name: ClassVar[str]
+    kind: ClassVar[Kind]
+    summary: ClassVar[str]
+    Params: ClassVar[type[BaseModel]] = NoParams
+    usage: ClassVar[str] = ""  # the key=value part of the grammar, e.g. "reason=<xid79> [ticket=<INC-7>]"
+    fleet_default: ClassVar[bool] = False  # no --cell means the fleet context (the global route table)
+    reversible: ClassVar[bool] = True
+    not_reversible_why: ClassVar[str] = ""
+
+    def path(self, ctx: Ctx, sub: str | None = None) -> str:
+        return self.kind.path(ctx.target, sub)
+
+    def accepts(self, policy: Any, target: Target, params: BaseModel) -> None:
+        """Checks needing no API call (done before anything is read). Raises LeverRefusal."""
+
+    @abstractmethod
+    async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
+        """The exact calls for `obj` as read now. Raises LeverRefusal when it makes no sense."""
+
+    async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
+        """Policy gates beyond roles (budgets, headroom, dwell). Raises LeverRefusal with the figures."""
+
+    async def reserve(self, ctx: Ctx, plan: Plan) -> None:
+        """Atomically take budget just before applying (dry-runs never get here)."""
+
+    async def release(self, ctx: Ctx, plan: Plan) -> None:
+        """Give back what `reserve` took when nothing was applied."""
+
+    async def applied(self, ctx: Ctx, plan: Plan) -> None:
+        """Bookkeeping after a successful apply (route-weight remembers baseline and step time)."""
+
+    async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
+        wrong = [p for p, v in plan.changes.items() if read(after, p) != v]
+        if wrong:
+            got = ", ".join(f"{p}={'absent' if is_absent(read(after, p)) else read(after, p)}" for p in wrong)
+            return Verified(False, f"read back differs: {got}")
+        return Verified(True, plan.effect)
+
+    def merge_call(self, ctx: Ctx, body: dict[str, Any], sub: str | None = None) -> ApiCall:
+        from levers.plan import MERGE, kubectl_patch
+
+        return ApiCall("PATCH", self.path(ctx, sub), MERGE, body, kubectl_patch(
+            ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "merge", body, sub))
+
+
+LEVERS: dict[str, Lever] = {}
+
+
+def register(cls: type[Lever]) -> type[Lever]:
+    if cls.name in LEVERS:
+        raise RuntimeError(f"lever {cls.name!r} registered twice")
+    LEVERS[cls.name] = cls()
+    return cls
+
+
+def params_of(lever: Lever, raw: dict[str, str]) -> BaseModel:
+    from pydantic import ValidationError
+
+    try:
+        return lever.Params.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "not a parameter of this lever"
+        elif err["type"] == "missing":
+            msg = "required"
+        usage = f" Usage: `/incident lever {lever.name} <target> [--cell C] {lever.usage}`".rstrip()
+        raise LeverRefusal(f"`{where}`: {msg}.{usage}") from None

@@ -1,0 +1,32 @@
+"""kueue-hold / kueue-hold-drain: stop admissions on a ClusterQueue (spec.stopPolicy)."""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from levers.base import Ctx, Kind, Lever, register
+from levers.catalogue.simple import merge_plan
+from levers.plan import Plan
+
+CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
+
+
+class _StopPolicy(Lever):
+    kind = CLUSTER_QUEUE
+    stop: ClassVar[str]
+
+    async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
+        return merge_plan(self, ctx, obj, {"/spec/stopPolicy": self.stop}, f"stopPolicy={self.stop}")
+
+
+@register
+class KueueHold(_StopPolicy):
+    name = "kueue-hold"
+    summary = "ClusterQueue stopPolicy=Hold: no new admissions, running work continues"
+    stop = "Hold"
+
+
+@register
+class KueueHoldDrain(_StopPolicy):
+    name = "kueue-hold-drain"
+    summary = "ClusterQueue stopPolicy=HoldAndDrain: also evicts admitted workloads"
+    stop = "HoldAndDrain"

@@ -1,0 +1,131 @@
+"""route-weight: step one HTTPRoute backend's weight along the policy's steps.
+
+Steps are percent of the backend's baseline (its weight when this incident
+first stepped it), one step at a time, with a minimum dwell, and only when
+every receiving cell has headroom. The JSON patch tests the backend's name,
+its current weight and the resourceVersion, so a concurrent edit fails
+instead of being overwritten.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from bot.clock import hhmm
+from bot.store import Keys
+from levers import headroom
+from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, register
+from levers.plan import (
+    ANNOTATIONS, JSON_PATCH, ApiCall, Plan, is_absent, kubectl_patch, provenance, ptr, read, with_provenance,
+)
+
+
+class RouteParams(NoParams):
+    backend: str = Field(min_length=1, max_length=253)
+    weight: int | None = Field(default=None, ge=0, le=1_000_000)
+    rule: int | None = Field(default=None, ge=0)
+
+
+def _state_key(ctx: Ctx) -> str:
+    return Keys.levers(f"route:{ctx.incident}")
+
+
+def _field(ctx: Ctx, rule: int, backend: str) -> str:
+    return f"{ctx.context}/{ctx.target}/{rule}/{backend}"
+
+
+def _find(obj: dict[str, Any], backend: str, rule: int | None) -> tuple[int, int]:
+    rules = (obj.get("spec") or {}).get("rules") or []
+    hits = [(r, i) for r, rl in enumerate(rules) for i, b in enumerate(rl.get("backendRefs") or [])
+            if b.get("name") == backend and (rule is None or r == rule)]
+    if not hits:
+        names = sorted({b.get("name") for rl in rules for b in rl.get("backendRefs") or []})
+        where = f" in rule {rule}" if rule is not None else ""
+        raise LeverRefusal(f"No backend `{backend}`{where} on this route (backends: {', '.join(names) or 'none'}).")
+    if len(hits) > 1:
+        raise LeverRefusal(f"`{backend}` is in rules {', '.join(str(r) for r, _ in hits)}: add rule=<n>.")
+    return hits[0]
+
+
+@register
+class RouteWeight(Lever):
+    name = "route-weight"
+    kind = Kind("HTTPRoute", "gateway.networking.k8s.io", "v1", "httproutes", namespaced=True)
+    summary = "step one backend's weight (100→50→0 % of baseline) after a headroom check"
+    Params = RouteParams
+    usage = "backend=<cell-us-east-3> [weight=<next step>] [rule=<n>]"
+    fleet_default = True
+
+    async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
+        p: RouteParams = ctx.params  # type: ignore[assignment]
+        pol = ctx.policy.route_weight
+        r, i = _find(obj, p.backend, p.rule)
+        refs = obj["spec"]["rules"][r]["backendRefs"]
+        current = refs[i].get("weight", 1)  # Gateway API default weight
+        fld = _field(ctx, r, p.backend)
+        stored = await ctx.svc.redis.hget(_state_key(ctx), f"{fld}:baseline")
+        baseline = int(stored) if stored is not None else current
+        weights = sorted({round(baseline * s / 100) for s in pol.steps_percent}, reverse=True)
+        down = next((w for w in weights if w < current), None)
+        up = min((w for w in weights if w > current), default=None)
+        new = p.weight if p.weight is not None else down
+        steps = " → ".join(f"{w}" for w in weights)
+        if new is None:
+            raise LeverRefusal(f"{p.backend} is at {current}, the last step of {steps} (baseline {baseline}).")
+        if new not in (down, up):
+            nxt = f"the next step is weight={down}" if down is not None else "it is at the last step"
+            back = f" (or back to weight={up})" if up is not None else ""
+            raise LeverRefusal(f"One step at a time along {steps} (baseline {baseline}): {p.backend} is at "
+                               f"{current}; {nxt}{back}.")
+        if new < current:
+            receivers = [b["name"] for j, b in enumerate(refs) if j != i and b.get("weight", 1) > 0]
+            if not receivers:
+                raise LeverRefusal(f"No other backend of rule {r} has weight > 0: {p.backend}'s traffic "
+                                   "would have nowhere to go.")
+        else:
+            receivers = [p.backend]
+        ctx.scratch.update(receivers=receivers, field=fld, baseline=baseline)
+        pointer = ptr("spec", "rules", r, "backendRefs", i, "weight")
+        changes: dict[str, Any] = {pointer: new}
+        pre: dict[str, Any] = {pointer: read(obj, pointer)}
+        with_provenance(obj, changes, pre, ctx.req_id, ctx.incident)
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]},
+            {"op": "test", "path": ptr("spec", "rules", r, "backendRefs", i, "name"), "value": p.backend},
+        ]
+        if not is_absent(pre[pointer]):
+            ops.append({"op": "test", "path": pointer, "value": current})
+        ops.append({"op": "add", "path": pointer, "value": new})
+        marks = provenance(ctx.req_id, ctx.incident)
+        if is_absent(pre[ANNOTATIONS]):
+            ops.append({"op": "add", "path": ANNOTATIONS, "value": marks})
+        else:
+            ops += [{"op": "add", "path": ptr("metadata", "annotations", k), "value": v} for k, v in marks.items()]
+        call = ApiCall("PATCH", self.path(ctx), JSON_PATCH, ops, kubectl_patch(
+            ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "json", ops))
+        pct = round(100 * new / baseline) if baseline else 0
+        return Plan([call], changes, pre, f"{p.backend} weight {current}→{new} ({pct}% of baseline {baseline})")
+
+    async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
+        dwell = ctx.policy.route_weight.min_dwell_minutes * 60
+        last = await ctx.svc.redis.hget(_state_key(ctx), f"{ctx.scratch['field']}:last")
+        now = ctx.svc.clock.now()
+        if last is not None and now - float(last) < dwell:
+            raise LeverRefusal(
+                f"Dwell: the last step of this backend was at {hhmm(float(last))} UTC; the next is allowed at "
+                f"{hhmm(float(last) + dwell)} UTC (minimum {dwell / 60:g} min between steps: watch the receivers)."
+            )
+        cells = []
+        for backend in ctx.scratch["receivers"]:
+            cell = ctx.policy.route_weight.cell_of(backend)
+            if cell is None:
+                raise LeverRefusal(f"Can't tell which cell backend `{backend}` is (policy route_weight.backend_cells); "
+                                   "no headroom check, so nothing changed.")
+            cells.append(cell)
+        plan.notes.append(await headroom.check(ctx.svc, cells))
+
+    async def applied(self, ctx: Ctx, plan: Plan) -> None:
+        key, fld = _state_key(ctx), ctx.scratch["field"]
+        await ctx.svc.redis.hsetnx(key, f"{fld}:baseline", ctx.scratch["baseline"])
+        await ctx.svc.redis.hset(key, f"{fld}:last", ctx.svc.clock.now())

@@ -1,0 +1,53 @@
+"""Typed lever commands: `lever`, `levers`, `undo`."""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pydantic import Field, field_validator
+
+from bot.core.request import Command
+from levers.policy import CATALOGUE
+
+_CELL = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_REQ = re.compile(r"^REQ-[1-9][0-9]*$", re.IGNORECASE)
+
+
+class PullLever(Command):
+    name: ClassVar[str] = "lever"
+    lever: str
+    target: str = Field(min_length=1, max_length=300)
+    cell: str | None = None
+    dry_run: bool = False
+    params: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("lever")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        v = v.lower()
+        if v not in CATALOGUE:
+            raise ValueError(f"`{v[:40]}` is not a lever; levers: {', '.join(CATALOGUE)} (see `/incident levers`)")
+        return v
+
+    @field_validator("cell")
+    @classmethod
+    def _cell(cls, v: str | None) -> str | None:
+        if v is not None and not _CELL.match(v):
+            raise ValueError(f"`{v[:30]}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
+        return v
+
+
+class ListLevers(Command):
+    name: ClassVar[str] = "levers"
+
+
+class Undo(Command):
+    name: ClassVar[str] = "undo"
+    request: str
+
+    @field_validator("request")
+    @classmethod
+    def _req(cls, v: str) -> str:
+        if not _REQ.match(v.strip()):
+            raise ValueError(f"`{v[:30]}` is not a request id: use the REQ-<n> from the lever's reply")
+        return v.strip().upper()

@@ -1,0 +1,19 @@
+"""Rebuild a lever's run context from a stored request (execution after approval, undo)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from levers.base import LEVERS, Ctx, Target, params_of
+from levers.kube import kube_for
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+    from levers.requests import LeverRequest
+
+
+async def for_record(svc: "Services", rec: "LeverRequest") -> Ctx:
+    lever = LEVERS[rec.lever]
+    client = await kube_for(svc).client(rec.context)
+    target = Target.parse(rec.target, lever.kind.namespaced, lever.kind.kind)
+    return Ctx(svc=svc, kube=client, req_id=rec.id, incident=rec.incident, cell=rec.cell, context=rec.context,
+               target=target, params=params_of(lever, rec.params), requester=rec.requester)

@@ -1,0 +1,106 @@
+"""Running an approved lever request exactly once: approved -> executing -> done | failed | stale.
+
+The compare-and-set approved -> executing is the only way in, so double
+clicks, retries and replicas can't run a request twice. The lever is
+re-planned against the live object; if that plan differs from the one that
+was approved, nothing is applied and the request goes stale.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bot import logs
+from bot.incidents.views import announce
+from levers import hooks, messages
+from levers.apply import Changed, NotApplied, apply_plan
+from levers.base import LEVERS, LeverRefusal
+from levers.context import for_record
+from levers.kube import KubeError, UnknownCell
+from levers.requests import LeverRequest, get_request, transition
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+log = logs.get(__name__)
+
+
+@dataclass
+class ExecResult:
+    message: str
+    ok: bool
+    state: str
+
+
+async def execute_approved(svc: "Services", req_id: str, approver: str) -> ExecResult:
+    rec = await get_request(svc.redis, req_id)
+    if rec is None:
+        return ExecResult(f"{req_id} does not exist.", False, "missing")
+    if not await transition(svc.redis, req_id, {"approved"}, "executing", started_at=svc.clock.now()):
+        now = await get_request(svc.redis, req_id)
+        state = now.state if now else "missing"
+        return ExecResult(f"{rec.label} is already {state}; nothing more was done.", False, state)
+    return await _run(svc, rec.model_copy(update={"state": "executing"}), approver)
+
+
+async def _finish(svc: "Services", rec: LeverRequest, state: str, message: str, ok: bool,
+                  **result: Any) -> ExecResult:
+    await transition(svc.redis, rec.id, {"executing"}, state, finished_at=svc.clock.now(),
+                     result={"ok": ok, "message": message, **result})
+    await svc.audit.append(f"lever.{state}", actor=rec.requester, incident=rec.incident,
+                           detail={"request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell,
+                                   "approved_by": rec.approved_by, "message": message, **result})
+    warn = await announce(svc, rec.incident, message)
+    if warn:
+        log.warning("lever_outcome_not_posted", request=rec.id)
+    return ExecResult(message, ok, state)
+
+
+async def _run(svc: "Services", rec: LeverRequest, approver: str) -> ExecResult:
+    lever = LEVERS[rec.lever]
+    try:
+        ctx = await for_record(svc, rec)
+        obj = await ctx.kube.get(lever.path(ctx))
+        plan = await lever.plan(ctx, obj)
+        if plan.digest() != rec.digest:
+            again = " and approval" if rec.needs_approval else ""
+            return await _finish(svc, rec, "stale", f"{rec.label}: not applied: the target changed since it was "
+                                 f"planned{' and approved' if rec.needs_approval else ''}. Pull the lever again "
+                                 f"for a fresh plan{again}.", False, reason="stale")
+        await lever.check(ctx, plan, obj)
+        await lever.reserve(ctx, plan)
+    except (LeverRefusal, UnknownCell, Changed) as e:
+        return await _finish(svc, rec, "failed", messages.failed(rec, f"{e}".rstrip(".") + "; nothing changed"),
+                             False, reason=str(e))
+    except KubeError as e:
+        return await _finish(svc, rec, "failed", messages.failed(rec, f"{e}; nothing changed"), False,
+                             reason=str(e), code=e.code)
+    try:
+        plan, resp = await apply_plan(lever, ctx, plan)
+    except (NotApplied, Changed) as e:
+        await lever.release(ctx, plan)
+        err = e.error if isinstance(e, NotApplied) else None
+        text = f"{err}; {e.note}" if isinstance(e, NotApplied) else str(e).rstrip(".")
+        return await _finish(svc, rec, "failed", messages.failed(rec, text), False, reason=text,
+                             code=err.code if err else None)
+    await lever.applied(ctx, plan)
+    await svc.audit.append("lever.apply", actor=rec.requester, incident=rec.incident, detail={
+        "request": rec.id, "lever": rec.lever, "calls": [c.to_dict() for c in plan.calls],
+        "pre_state": plan.pre_state, "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),
+        "approved_by": approver})
+    try:
+        after = await ctx.kube.get(lever.path(ctx))
+        verdict = await lever.verify(ctx, plan, after)
+        rv = (after.get("metadata") or {}).get("resourceVersion")
+    except KubeError as e:
+        verdict, rv = None, None
+        text = f"could not read it back ({e})"
+    ok = bool(verdict and verdict.ok)
+    text = verdict.text if verdict else text
+    result = await _finish(svc, rec, "done", messages.done(rec, ok, text, rv), True, verified=ok,
+                           verify=text, resource_version=rv, pre_state=plan.pre_state,
+                           plan=plan.to_record())
+    if rec.grant_id:
+        for used in hooks.GRANT_USED:
+            await used(svc, await svc.incidents.get(rec.incident), rec, rec.grant_id)
+    return result

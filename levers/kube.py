@@ -1,0 +1,145 @@
+"""Kubernetes access: one ApiClient per kube context, created lazily, cached in svc.extras.
+
+A lever only ever gets the client of its own cell's context, so it cannot
+touch another cell. Every call carries the plan's exact content type.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import config
+from kubernetes_asyncio.client import ApiClient
+
+from bot import logs
+from levers.plan import ApiCall
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
+
+log = logs.get(__name__)
+_EXTRA = "kube"
+
+
+class KubeError(Exception):
+    """An API call failed. `code` is the HTTP status (None for a timeout or no connection)."""
+
+    def __init__(self, code: int | None, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+    @property
+    def timeout(self) -> bool:
+        return self.reason == "Timeout" and self.code is None
+
+    def __str__(self) -> str:
+        head = f"{self.code} {self.reason}" if self.code else self.reason
+        return f"{head}: {self.message}" if self.message else head
+
+
+class UnknownCell(Exception):
+    pass
+
+
+def contexts(kubeconfig: Path | None) -> list[str]:
+    if kubeconfig is None or not Path(kubeconfig).is_file():
+        return []
+    doc = yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8")) or {}
+    return [c.get("name") for c in doc.get("contexts") or [] if c.get("name")]
+
+
+def _error(code: int, reason: str | None, raw: bytes) -> KubeError:
+    """The apiserver's Status (reason, message) when it sent one."""
+    try:
+        status = json.loads(raw or b"{}")
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    message = status.get("message") or raw.decode("utf-8", "replace").strip()
+    return KubeError(code, status.get("reason") or reason or "Error", str(message)[:400])
+
+
+@dataclass
+class CellClient:
+    context: str
+    api: ApiClient
+    timeout: float
+
+    async def call(self, method: str, path: str, content_type: str | None = None, body: Any = None,
+                   query: dict[str, str] | None = None) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+
+        async def roundtrip() -> tuple[int, str | None, bytes]:
+            resp = await self.api.call_api(
+                path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
+                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=self.timeout,
+            )
+            try:
+                return resp.status, resp.reason, await resp.read()
+            finally:
+                resp.release()
+
+        try:
+            # aiohttp's own timeout covers the request; wait_for is the backstop for a stuck read.
+            status, reason, raw = await asyncio.wait_for(roundtrip(), self.timeout + 1)
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise KubeError(None, "Timeout", f"no answer within {self.timeout:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise KubeError(None, "Unreachable", f"{type(exc).__name__}: {exc}"[:300]) from None
+        if not 200 <= status < 300:
+            raise _error(status, reason, raw)
+        return json.loads(raw) if raw else {}
+
+    async def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        return await self.call("GET", path, query=query)
+
+    async def send(self, call: ApiCall) -> dict[str, Any]:
+        return await self.call(call.method, call.path, call.content_type, call.body)
+
+
+class Kube:
+    """Clients by context, from one kubeconfig."""
+
+    def __init__(self, kubeconfig: Path | None, timeout: float) -> None:
+        self.kubeconfig = kubeconfig
+        self.timeout = timeout
+        self._clients: dict[str, CellClient] = {}
+        self._lock = asyncio.Lock()
+
+    def known(self) -> list[str]:
+        return contexts(self.kubeconfig)
+
+    async def client(self, context: str) -> CellClient:
+        async with self._lock:
+            if context in self._clients:
+                return self._clients[context]
+            if self.kubeconfig is None:
+                raise UnknownCell("no kubeconfig: set KUBECONFIG to the file with one context per cell")
+            known = self.known()
+            if context not in known:
+                raise UnknownCell(f"no kube context `{context}` in KUBECONFIG (contexts: {', '.join(known) or 'none'})")
+            api = await config.new_client_from_config(config_file=str(self.kubeconfig), context=context)
+            self._clients[context] = CellClient(context, api, self.timeout)
+            return self._clients[context]
+
+    async def close(self) -> None:
+        for c in self._clients.values():
+            await c.api.close()
+        self._clients.clear()
+
+
+def kube_for(svc: "Services") -> Kube:
+    kube = svc.extras.get(_EXTRA)
+    if kube is None:
+        kube = svc.extras[_EXTRA] = Kube(svc.settings.kubeconfig, svc.policy.levers.api_timeout_seconds)
+    return kube

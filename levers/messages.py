@@ -1,0 +1,64 @@
+"""How lever requests read in Slack: short, with the REQ id, saying what happened and what next."""
+from __future__ import annotations
+
+from typing import Any
+
+from levers.base import LEVERS
+from levers.requests import LeverRequest
+
+
+def _fence(text: str) -> str:
+    return "```" + text.replace("```", "'''") + "```"
+
+
+def plan_text(rec: LeverRequest) -> str:
+    """The exact API call(s) and the kubectl equivalent, for dry-runs and approval cards."""
+    from levers.plan import canonical
+
+    calls = rec.plan.get("calls") or []
+    wire = "\n".join(f"{c['method']} {c['path']}\nContent-Type: {c['content_type']}\n{canonical(c['body'])}"
+                     for c in calls)
+    return f"API:\n{_fence(wire)}\nkubectl:\n{_fence(rec.plan.get('kubectl', ''))}"
+
+
+def dry_run(rec: LeverRequest) -> str:
+    notes = "".join(f"\n{n}" for n in rec.notes)
+    approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
+    return (f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}\n{plan_text(rec)}\n"
+            "Nothing was changed.")
+
+
+def undo_hint(rec: LeverRequest) -> str:
+    lever = LEVERS[rec.lever]
+    if lever.reversible:
+        return f"Undo: /incident undo {rec.id}"
+    return f"No Firebreak undo: {lever.not_reversible_why}."
+
+
+def done(rec: LeverRequest, verified: bool, text: str, rv: str | None) -> str:
+    rv_part = f", rv {rv}" if rv else ""
+    if verified:
+        return f"{rec.label}: applied and verified ({text}{rv_part}). {undo_hint(rec)}"
+    return f"{rec.label}: applied{rv_part} but NOT verified: {text}. {undo_hint(rec)}"
+
+
+def failed(rec: LeverRequest, reason: str) -> str:
+    return f"{rec.label}: failed: {reason}."
+
+
+def needs_approval(rec: LeverRequest) -> str:
+    return (f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
+            f"Once approved: {rec.plan.get('effect')}; nothing has changed yet.")
+
+
+def status_line(recs: list[LeverRequest]) -> str | None:
+    shown = {"pending_approval": "awaiting approval", "approved": "approved", "executing": "running", "done": "applied"}
+    items = [f"{r.label} {shown[r.state]}" + (f" (undo: /incident undo {r.id})" if r.state == "done"
+                                               and LEVERS[r.lever].reversible else "")
+             for r in recs if r.state in shown]
+    return ("Open levers: " + "; ".join(items)) if items else None
+
+
+def audit_plan(rec: LeverRequest) -> dict[str, Any]:
+    return {"request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell,
+            "context": rec.context, "plan": rec.plan, "pre_state": rec.pre_state, "digest": rec.digest}

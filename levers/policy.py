@@ -1,0 +1,118 @@
+"""The `levers` policy section (policies/levers.yaml): who pulls what, where, how far.
+
+Only pydantic here: the policy loader imports this before anything else.
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from bot.incidents.roles import ROLES
+
+# The catalogue's names; levers.base checks at import that the registry matches.
+CATALOGUE = (
+    "kueue-hold", "kueue-hold-drain", "keda-pause", "rollout-abort", "route-weight",
+    "node-quarantine", "jobset-suspend", "killswitch", "sandbox-quarantine",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LeverRule(_Strict):
+    roles: list[str] = Field(min_length=1)
+    needs_approval: bool = False
+    why: str | None = None  # shown when needs_approval, e.g. "evicts admitted workloads"
+
+    @field_validator("roles")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        bad = [r for r in v if r not in ROLES]
+        if bad:
+            raise ValueError(f"unknown role(s) {bad}; roles are {', '.join(ROLES)}")
+        return v
+
+
+class RouteWeightPolicy(_Strict):
+    steps_percent: list[int] = Field(default=[100, 50, 0], min_length=2)
+    min_dwell_minutes: float = Field(default=5, ge=0)
+    backend_prefix: str = "cell-"
+    backend_cells: dict[str, str] = Field(default_factory=dict)  # explicit backend -> cell
+
+    @field_validator("steps_percent")
+    @classmethod
+    def _steps(cls, v: list[int]) -> list[int]:
+        if v[0] != 100 or any(b >= a for a, b in zip(v, v[1:])) or v[-1] < 0:
+            raise ValueError("steps must start at 100 and go strictly down to a value >= 0, e.g. [100, 50, 0]")
+        return v
+
+    def cell_of(self, backend: str) -> str | None:
+        if backend in self.backend_cells:
+            return self.backend_cells[backend]
+        if self.backend_prefix and backend.startswith(self.backend_prefix):
+            return backend[len(self.backend_prefix):] or None
+        return None
+
+
+class HeadroomPolicy(_Strict):
+    # `$cell` is replaced by the receiving cell's name.
+    query: str
+    max_burn: float = Field(default=1.0, gt=0)
+    timeout_seconds: float = Field(default=5, gt=0)
+
+    @field_validator("query")
+    @classmethod
+    def _has_cell(cls, v: str) -> str:
+        if "$cell" not in v:
+            raise ValueError("the headroom query must contain $cell (the receiving cell)")
+        return v
+
+
+class QuarantinePolicy(_Strict):
+    per_cell_per_hour: int = Field(default=3, ge=0)
+    max_quarantined_fraction: float = Field(default=0.10, ge=0, le=1)
+    gpu_node_selector: str = "nvidia.com/gpu.present=true"
+    taint_key: str = "gpu.corp/quarantine"
+
+
+class KillswitchPolicy(_Strict):
+    configmap: str = "toolgw/toolgw-flags"
+    key_format: str = "{tenant}.max_side_effect"
+    levels: list[str] = Field(default=["none", "read", "write", "money"], min_length=2)  # narrowest first
+
+    @field_validator("key_format")
+    @classmethod
+    def _tenant(cls, v: str) -> str:
+        if "{tenant}" not in v:
+            raise ValueError("key_format must contain {tenant}")
+        return v
+
+
+class LeversPolicy(_Strict):
+    fleet_context: str = "global"
+    cells: dict[str, str] = Field(default_factory=dict)  # cell -> kube context (default: same name)
+    fleet_targets: list[str] = Field(default_factory=list)  # objects that are fleet-wide wherever they live
+    api_timeout_seconds: float = Field(default=10, gt=0)
+    rollout_verify_seconds: float = Field(default=20, ge=0)
+    levers: dict[str, LeverRule]
+    route_weight: RouteWeightPolicy = RouteWeightPolicy()
+    headroom: HeadroomPolicy
+    node_quarantine: QuarantinePolicy = QuarantinePolicy()
+    killswitch: KillswitchPolicy = KillswitchPolicy()
+
+    @field_validator("levers")
+    @classmethod
+    def _catalogue(cls, v: dict[str, LeverRule]) -> dict[str, LeverRule]:
+        bad = [n for n in v if n not in CATALOGUE]
+        if bad:
+            raise ValueError(f"unknown lever(s) {bad}; levers are {', '.join(CATALOGUE)}")
+        return v
+
+    @model_validator(mode="after")
+    def _fleet_not_a_cell(self) -> "LeversPolicy":
+        if self.fleet_context in self.cells:
+            raise ValueError(f"{self.fleet_context!r} is the fleet context; it cannot also be a cell")
+        return self
+
+    def context_of(self, cell: str) -> str:
+        return self.cells.get(cell, cell)

@@ -1,0 +1,110 @@
+"""A world for approval tests: the real app over HTTP, fake Slack, a fake cell, a security channel."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import pytest
+
+from bot.scheduler import STARTUP
+from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
+from tests.fakes.slack import FakeSlack
+from tests.harness import RunningApp, start_app
+
+SEC = "C_SEC"
+CELL = "us-east-3"
+CQ_PATH = r"/clusterqueues/research-h100$"
+
+
+@dataclass
+class World:
+    app: RunningApp
+    cell: FakeKubeCluster
+    slack: FakeSlack
+    kubeconfig: str
+    channel: str = ""
+
+    @property
+    def svc(self) -> Any:
+        return self.app.services
+
+    async def declare(self, sev: int = 2, **roles: str) -> str:
+        await self.app.run(f"declare Research queue starving --sev {sev} --cell {CELL}", user="U_IC")
+        inc = await self.svc.incidents.get("INC-1")
+        self.channel = inc.channel_id
+        for role, user in roles.items():
+            out = await self.app.run(f"role {role} <@{user}>", user="U_IC", channel=self.channel)
+            assert "is now" in out, out
+        return self.channel
+
+    async def run(self, text: str, user: str, app: RunningApp | None = None) -> str:
+        return await (app or self.app).run(text, user=user, channel=self.channel)
+
+    async def press(self, action: str, value: str, user: str, app: RunningApp | None = None) -> str:
+        a = app or self.app
+        key = await a.press(action, value, user=user, channel=self.channel)
+        return await a.reply(key)
+
+    async def tick(self, app: RunningApp | None = None) -> int:
+        a = app or self.app
+        return await a.services.extras["scheduler"].tick(a.services)
+
+    def patches(self, path: str = CQ_PATH) -> list:
+        return self.cell.find_requests("PATCH", path)
+
+    def cards(self, action_id: str) -> list[dict]:
+        """Messages in the incident channel that carry (or carried) this action's button."""
+        out = []
+        for m in self.slack.messages(self.channel):
+            history = [m.get("blocks") or []] + [e.get("blocks") or [] for e in m["edits"]]
+            if any(el.get("action_id") == action_id for blocks in history for b in blocks
+                   for el in b.get("elements", [])):
+                out.append(m)
+        return out
+
+    def security_posts(self) -> list[str]:
+        return [m["text"] for m in self.slack.messages(SEC)]
+
+    async def restart(self) -> RunningApp:
+        """A new Firebreak process on the same Redis (the old one is gone), start hooks run."""
+        await self.app.stop()
+        self.app = await start_app(self.slack, self.app.services.settings.redis_url, self.app.services.clock,
+                                   kubeconfig=self.kubeconfig, firebreak_security_channel=SEC)
+        for hook in STARTUP:
+            await hook(self.app.services)
+        return self.app
+
+    async def second_process(self) -> RunningApp:
+        return await start_app(self.slack, self.app.services.settings.redis_url, self.app.services.clock,
+                               kubeconfig=self.kubeconfig, firebreak_security_channel=SEC)
+
+
+def buttons(message: dict) -> list[str]:
+    return [el.get("action_id") for b in message.get("blocks") or [] for el in b.get("elements", [])
+            if el.get("type") == "button"]
+
+
+def text_of(message: dict) -> str:
+    """All text a person sees on the (current) message."""
+    parts = [message.get("text") or ""]
+    for b in message.get("blocks") or []:
+        for t in [b.get("text")] + list(b.get("fields") or []) + list(b.get("elements") or []):
+            if isinstance(t, dict) and isinstance(t.get("text"), str):
+                parts.append(t["text"])
+    return "\n".join(parts)
+
+
+@pytest.fixture
+async def world(slack: FakeSlack, redis_url: str, clock, tmp_path) -> AsyncIterator[World]:
+    slack.add_channel("security-ir", channel_id=SEC)
+    async with FakeKubeCluster(CELL) as cell:
+        cell.put(samples.cluster_queue())
+        kc = str(write_kubeconfig(tmp_path / "kubeconfig", {CELL: cell.url}))
+        app = await start_app(slack, redis_url, clock, kubeconfig=kc, firebreak_security_channel=SEC)
+        w = World(app, cell, slack, kc)
+        try:
+            yield w
+        finally:
+            await w.app.stop()
+            await asyncio.sleep(0)

@@ -1,0 +1,88 @@
+"""Public updates are product × region: checked before anything is recorded or posted."""
+from __future__ import annotations
+
+import pytest
+
+from bot.comms.public import offending
+from bot.policy import load_policy
+from tests.comms.helpers import declare
+from tests.conftest import T0, audit_entries
+from tests.harness import start_app
+
+POLICY = load_policy().comms.public
+
+
+@pytest.fixture
+async def app_with_stakeholders(slack, redis_url, clock):
+    channel = slack.add_channel("stakeholders")
+    running = await start_app(slack, redis_url, clock, firebreak_stakeholder_channel=channel)
+    running.stakeholders = channel
+    yield running
+    await running.stop()
+
+
+async def test_product_region_update_goes_to_incident_and_stakeholder_channels(app_with_stakeholders, clock):
+    app = app_with_stakeholders
+    inc = await declare(app, "latency", sev=1, extra="--cell us-east-3 --product \"Chat API\" --region us-east")
+    clock.set(T0 + 120)
+    out = await app.run("update Chat API, us-east: elevated latency since 03:10 UTC", channel=inc.channel_id)
+    assert "Update posted. Next update due 03:27 UTC" in out and f"<#{app.stakeholders}>" in out
+    [public] = app.slack.messages(app.stakeholders)
+    assert public["text"] == (":mega: *INC-1* (Chat API · us-east) update at 03:12 UTC: "
+                              "Chat API, us-east: elevated latency since 03:10 UTC")
+    assert any("elevated latency" in m["text"] for m in app.slack.messages(inc.channel_id))
+
+
+async def test_cell_and_node_names_are_refused_with_both_words_and_nothing_changes(app_with_stakeholders, clock):
+    app = app_with_stakeholders
+    inc = await declare(app, "gpu hang", sev=2, extra="--cell us-east-3 --product \"Chat API\" --region us-east")
+    before = len(app.slack.calls_to("chat.postMessage"))
+    clock.set(T0 + 60)
+    out = await app.run("update cell us-east-3 node gpu-a3-0142 is down", channel=inc.channel_id)
+    assert "`us-east-3`" in out and "`gpu-a3-0142`" in out
+    assert "Try: `/incident update Chat API, us-east: <what users see" in out and "since 03:10 UTC" in out
+    assert len(app.slack.calls_to("chat.postMessage")) == before
+    after = await app.services.incidents.get(inc.id)
+    assert after.last_update_text is None and after.next_update_due == inc.next_update_due
+    [entry] = [e for e in await audit_entries(app, inc.id) if e["action"] == "command.update"]
+    assert entry["detail"]["result"] == "refused"
+    assert entry["detail"]["offending"] == ["us-east-3", "gpu-a3-0142"]
+
+
+async def test_the_incidents_own_cells_are_refused_even_if_policy_would_not_match(app, clock):
+    inc = await declare(app, "odd cell", sev=2, extra="--cell blue7")
+    out = await app.run("update Chat API: blue7 is degraded", channel=inc.channel_id)
+    assert "`blue7`" in out and "Not posted" in out
+
+
+async def test_without_a_stakeholder_channel_the_reply_says_so(app):
+    inc = await declare(app, sev=2)
+    out = await app.run("update Chat API, us-east: investigating", channel=inc.channel_id)
+    assert "incident channel only" in out and "FIREBREAK_STAKEHOLDER_CHANNEL" in out
+
+
+async def test_update_needs_comms_or_ic(app):
+    inc = await declare(app, sev=2)
+    out = await app.run("update Chat API, us-east: investigating", user="UNOBODY", channel=inc.channel_id)
+    assert "Only" in out
+
+
+@pytest.mark.parametrize("text", [
+    "Chat API, us-east: elevated latency since 03:10 UTC",
+    "Chat API (us-east, eu-west): errors back to normal at 04:02 UTC",
+    "Image generation in EU: degraded; next update 04:30",
+    "Training jobs: queued work is delayed ~20 min",
+])
+def test_public_texts_pass(text):
+    assert offending(text, POLICY, ["us-east-3"]) == []
+
+
+@pytest.mark.parametrize("text,words", [
+    ("cell us-east-3 node gpu-a3-0142 is down", ["us-east-3", "gpu-a3-0142"]),
+    ("draining cell-us-east-3 now", ["cell-us-east-3"]),
+    ("node ip-10-0-3-17 is NotReady", ["ip-10-0-3-17"]),
+    ("gke-prod-pool-a-1b2c3d4e rebooted", ["gke-prod-pool-a-1b2c3d4e"]),
+    ("US-EAST-3 is fine now", ["US-EAST-3"]),  # the incident's own cells, any case
+])
+def test_private_words_are_named(text, words):
+    assert offending(text, POLICY, ["us-east-3"]) == words

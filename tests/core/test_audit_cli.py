@@ -1,0 +1,62 @@
+"""`firebreak audit verify|export` as an operator runs them: a child process on REDIS_URL."""
+from __future__ import annotations
+
+import json
+
+from bot.audit import entry_hash
+from bot.store import Keys
+from tests.core.helpers import IC, declare, jsonl, run_cli
+
+
+async def _two_incidents(app) -> None:
+    ch = await declare(app, "GPU hang in us-east", sev=3)
+    await app.run("sev 2 fleet stalled", user=IC, channel=ch)
+    await app.run("declare Chat TTFT regression --sev 2", user=IC)
+
+
+async def test_verify_passes_on_a_clean_chain_and_names_the_edited_entry(app, redis_url):
+    await _two_incidents(app)
+    ok = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "audit chain OK (3 entries)"
+
+    r = app.services.redis
+    entry = json.loads(await r.lindex(Keys.AUDIT_LOG, 1))
+    assert entry["seq"] == 2
+    entry["detail"]["args"]["sev"] = 4  # someone rewrites history
+    await r.lset(Keys.AUDIT_LOG, 1, json.dumps(entry))
+    bad = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
+    assert bad.returncode != 0
+    assert "seq 2" in bad.stderr and "BROKEN" in bad.stderr
+
+
+async def test_verify_catches_a_rehashed_edit_and_a_deleted_entry(app, redis_url):
+    await _two_incidents(app)
+    r = app.services.redis
+    entry = json.loads(await r.lindex(Keys.AUDIT_LOG, 0))
+    entry["actor"] = "UMALLORY"
+    entry["hash"] = entry_hash(entry)  # a careful forger recomputes the hash: the next link breaks
+    await r.lset(Keys.AUDIT_LOG, 0, json.dumps(entry))
+    out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
+    assert out.returncode != 0 and "seq 2" in out.stderr
+
+    await r.lpop(Keys.AUDIT_LOG)  # dropping the forged entry leaves a gap at the start
+    out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
+    assert out.returncode != 0 and "seq 2" in out.stderr
+
+
+async def test_export_prints_json_lines_for_one_incident(app, redis_url):
+    await _two_incidents(app)
+    out = run_cli("audit", "export", "--incident", "INC-1", env={"REDIS_URL": redis_url})
+    assert out.returncode == 0, out.stderr
+    rows = jsonl(out.stdout)
+    assert [(r["seq"], r["action"]) for r in rows] == [(1, "command.declare"), (2, "command.sev")]
+    for r in rows:
+        assert {"seq", "ts", "incident", "actor", "action", "detail", "prev_hash", "hash"} <= set(r)
+        assert r["incident"] == "INC-1" and r["actor"] == IC
+        assert r["ts"] == "2026-11-30T03:10:00Z"
+        assert r["hash"] == entry_hash(r)
+    assert rows[0]["prev_hash"] == "0" * 64 and rows[1]["prev_hash"] == rows[0]["hash"]
+    assert rows[1]["detail"]["sev_from"] == 3 and rows[1]["detail"]["sev_to"] == 2
+    everything = jsonl(run_cli("audit", "export", env={"REDIS_URL": redis_url}).stdout)
+    assert [r["seq"] for r in everything] == [1, 2, 3] and everything[2]["incident"] == "INC-2"

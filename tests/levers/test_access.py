@@ -1,0 +1,148 @@
+"""Role gating, break-glass grants, approval needs, `levers`, `status`, and exactly-once execution."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from levers import hooks
+from levers.executor import execute_approved
+from levers.requests import get_request, transition
+from tests.conftest import audit_entries
+from tests.levers.helpers import NOBODY, OPS, SEC, incident, patches, say
+
+
+async def test_without_the_role_nothing_reaches_the_api(lapp, cells):
+    inc = await incident(lapp, {"ops": OPS, "security": SEC})
+    for user, text in [
+        ("U_IC", "lever kueue-hold research-h100 --cell us-east-3"),  # the IC pulls no levers by default
+        (SEC, "lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79"),
+        (OPS, "lever killswitch toolgw/toolgw-flags tenant=acme"),
+        (NOBODY, "lever jobset-suspend train-llm/pretrain-405b --dry-run"),
+    ]:
+        out = await say(lapp, text, user, inc.channel_id)
+        assert out.startswith("Only ") and "can pull" in out and "breakglass" in out, out
+    assert cells.east3.requests == [] and cells.east1.requests == [] and cells.fleet.requests == []
+    denied = [e for e in await audit_entries(lapp, inc.id) if e["action"] == "command.lever"]
+    assert len(denied) == 4 and all(e["detail"]["result"] == "refused" for e in denied)
+    assert await lapp.services.redis.get("fb:{seq}:request") is None  # no REQ was even numbered
+
+
+async def test_undo_needs_the_lever_role(lapp, cells):
+    inc = await incident(lapp, {"ops": OPS})
+    out = await say(lapp, "lever jobset-suspend train-llm/pretrain-405b", OPS, inc.channel_id)
+    assert "applied and verified" in out, out
+    writes = len(patches(cells.east3))
+    out = await say(lapp, "undo REQ-1", SEC, inc.channel_id)
+    assert out.startswith("Only ops can undo `jobset-suspend`"), out
+    assert len(patches(cells.east3)) == writes
+    assert (await get_request(lapp.services.redis, "REQ-1")).state == "done"
+
+
+async def test_grant_provider_lets_a_user_pull_and_is_told(lapp, cells, monkeypatch):
+    inc = await incident(lapp)
+    used = []
+
+    async def grants(svc, inc_, user, lever, cell):
+        return "BG-1" if (user, lever, cell) == (NOBODY, "kueue-hold", "us-east-3") else None
+
+    async def on_use(svc, inc_, rec, grant):
+        used.append((rec.id, grant))
+
+    monkeypatch.setattr(hooks, "GRANT_PROVIDERS", [grants])
+    monkeypatch.setattr(hooks, "GRANT_USED", [on_use])
+    out = await say(lapp, "lever kueue-hold research-h100", NOBODY, inc.channel_id)  # the incident's only cell
+    assert "applied and verified" in out, out
+    assert used == [("REQ-1", "BG-1")]
+    assert (await get_request(lapp.services.redis, "REQ-1")).grant_id == "BG-1"
+    out = await say(lapp, "lever kueue-hold research-h100 --cell us-east-1", NOBODY, inc.channel_id)
+    assert out.startswith("Only ops"), out  # the grant covers us-east-3 only
+    assert cells.east1.requests == []
+
+
+async def test_needs_approval_is_refused_without_an_approval_flow(lapp, cells, monkeypatch):
+    monkeypatch.setattr(hooks, "APPROVAL_REQUESTED", [])
+    inc = await incident(lapp, {"ops": OPS})
+    out = await say(lapp, "lever kueue-hold-drain research-h100 --cell us-east-3", OPS, inc.channel_id)
+    assert "needs approval (HoldAndDrain evicts admitted workloads)" in out and "nothing changed" in out, out
+    out = await say(lapp, "lever route-weight edge/chat-global backend=cell-us-east-1", OPS, inc.channel_id)
+    assert "needs approval (acts on the fleet context `global`)" in out, out
+    assert cells.east3.requests == [] and cells.fleet.requests == []
+    # A dry-run still shows the plan, and says it would need approval.
+    out = await say(lapp, "lever kueue-hold-drain research-h100 --cell us-east-3 --dry-run", OPS, inc.channel_id)
+    assert "Would need approval" in out and "HoldAndDrain" in out, out
+    assert not patches(cells.east3)
+
+
+async def test_levers_lists_what_the_caller_may_pull(lapp, cells):
+    inc = await incident(lapp, {"ops": OPS})
+    out = await lapp.run("levers", user=OPS, channel=inc.channel_id)
+    assert "*Levers you can pull in INC-1* (your roles: ops)" in out
+    for name in ("kueue-hold", "kueue-hold-drain", "keda-pause", "route-weight", "node-quarantine", "jobset-suspend"):
+        assert f"`{name}`" in out
+    assert "needs approval (HoldAndDrain" in out and "fleet context `global`" in out
+    assert "rollout-abort (model)" in out and "killswitch (security)" in out
+    out = await lapp.run("levers", user="U_IC", channel=inc.channel_id)
+    assert out.startswith("You can't pull any lever in INC-1 yet (your roles: ic)"), out
+
+
+async def test_status_lists_open_levers(lapp, cells):
+    inc = await incident(lapp, {"ops": OPS})
+    await say(lapp, "lever kueue-hold research-h100", OPS, inc.channel_id)
+    await say(lapp, "lever jobset-suspend train-llm/pretrain-405b --dry-run", OPS, inc.channel_id)
+    out = await lapp.run("status", user=OPS, channel=inc.channel_id)
+    assert "Open levers: REQ-1 kueue-hold research-h100 (us-east-3) applied (undo: /incident undo REQ-1)" in out, out
+    assert "REQ-2" not in out  # dry-runs are not open levers
+    await say(lapp, "undo REQ-1", OPS, inc.channel_id)
+    assert "Open levers" not in await lapp.run("status", user=OPS, channel=inc.channel_id)
+
+
+async def test_approved_request_runs_exactly_once(lapp, cells, monkeypatch):
+    asked = []
+
+    async def ask(svc, inc_, rec):
+        asked.append(rec)
+
+    monkeypatch.setattr(hooks, "APPROVAL_REQUESTED", [ask])
+    inc = await incident(lapp, {"ops": OPS})
+    out = await say(lapp, "lever kueue-hold-drain research-h100", OPS, inc.channel_id)
+    assert out.startswith("REQ-1 kueue-hold-drain research-h100 (us-east-3) needs approval"), out
+    assert [r.id for r in asked] == ["REQ-1"] and asked[0].state == "pending_approval"
+    assert not patches(cells.east3)
+    # Not approved yet: the executor refuses to run it.
+    res = await execute_approved(lapp.services, "REQ-1", "U_IC")
+    assert not res.ok and res.state == "pending_approval"
+    assert await transition(lapp.services.redis, "REQ-1", {"pending_approval"}, "approved", approved_by="U_IC")
+    results = await asyncio.gather(*[execute_approved(lapp.services, "REQ-1", "U_IC") for _ in range(5)])
+    assert sum(r.ok for r in results) == 1
+    assert len(patches(cells.east3)) == 1
+    assert [r.state for r in results if not r.ok] == ["executing"] * 4 or all(
+        r.state in ("executing", "done") for r in results if not r.ok)
+    assert cells.east3.get("clusterqueue", "research-h100")["spec"]["stopPolicy"] == "HoldAndDrain"
+
+
+async def test_target_changed_after_approval_goes_stale(lapp, cells, monkeypatch):
+    async def ask(svc, inc_, rec):
+        return None
+
+    monkeypatch.setattr(hooks, "APPROVAL_REQUESTED", [ask])
+    inc = await incident(lapp, {"ops": OPS})
+    await say(lapp, "lever kueue-hold-drain research-h100", OPS, inc.channel_id)
+    cq = cells.east3.get("clusterqueue", "research-h100")
+    cq["spec"]["stopPolicy"] = "Hold"  # someone held it by hand meanwhile
+    cells.east3.put(cq)
+    await transition(lapp.services.redis, "REQ-1", {"pending_approval"}, "approved", approved_by="U_IC")
+    res = await execute_approved(lapp.services, "REQ-1", "U_IC")
+    assert res.state == "stale" and "changed since it was planned and approved" in res.message
+    assert "fresh plan and approval" in res.message
+    assert not patches(cells.east3)
+    assert cells.east3.get("clusterqueue", "research-h100")["spec"]["stopPolicy"] == "Hold"
+
+
+@pytest.mark.parametrize("bad", ["killswitch toolgw/toolgw-flags tenant=acme level=money",
+                                 "killswitch toolgw/other-flags tenant=acme"])
+async def test_killswitch_only_narrows(bad, lapp, cells):
+    inc = await incident(lapp, {"security": SEC})
+    out = await say(lapp, f"lever {bad} --cell us-east-3", SEC, inc.channel_id)
+    assert "only narrows" in out or "acts on the ConfigMap toolgw/toolgw-flags (policy)" in out, out
+    assert not patches(cells.east3)

@@ -1,0 +1,76 @@
+"""rollout-abort verify against a simulated controller, keda-pause on a Rollout target, the policy file."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bot.policy.loader import PolicyError, load_policy
+from tests.fakes.kube import samples
+from tests.levers.conftest import write_policy
+from tests.levers.helpers import MODEL, OPS, incident, say
+
+
+async def _controller(cell) -> None:
+    """What Argo does after an abort: traffic back to stable."""
+    for _ in range(200):
+        ro = cell.get("rollout", "llm-70b", "serve-chat")
+        if ro["status"].get("abort"):
+            ro["status"]["canary"]["weights"]["canary"]["weight"] = 0
+            ro["status"]["canary"]["weights"]["stable"]["weight"] = 100
+            ro["status"]["phase"] = "Degraded"
+            cell.put(ro)
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_rollout_abort_verifies_stable_back_at_100(lapp, cells):
+    inc = await incident(lapp, {"model": MODEL})
+    controller = asyncio.create_task(_controller(cells.east3))
+    out = await say(lapp, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
+    await controller
+    assert "applied and verified (aborted; stable back at 100%" in out, out
+    assert "No Firebreak undo" in out and "deploy" in out
+
+
+async def test_rollout_abort_unverified_says_what_it_read(lapp, cells):
+    inc = await incident(lapp, {"model": MODEL})
+    out = await say(lapp, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
+    assert "NOT verified: abort set, but stable at 80%, canary 20%" in out, out
+
+
+async def test_keda_pause_reads_a_rollout_target_scale(lapp, cells):
+    cells.east3.put(samples.scaled_object(name="llm-8b", target="llm-70b"))  # targets the Rollout (8 replicas)
+    inc = await incident(lapp, {"ops": OPS})
+    out = await say(lapp, "lever keda-pause serve-chat/llm-8b", OPS, inc.channel_id)
+    assert "paused at 8 replicas (Rollout llm-70b)" in out, out
+    assert cells.east3.find_requests("GET", r"/apis/argoproj.io/v1alpha1/namespaces/serve-chat/rollouts/llm-70b/scale$")
+    so = cells.east3.get("scaledobject", "llm-8b", "serve-chat")
+    assert so["metadata"]["annotations"]["autoscaling.keda.sh/paused-replicas"] == "8"
+
+
+def test_shipped_policy_has_the_design_defaults():
+    pol = load_policy(Path(__file__).resolve().parents[2] / "policies").levers
+    assert pol.fleet_context == "global"
+    assert pol.levers["rollout-abort"].roles == ["model"]
+    assert pol.levers["killswitch"].roles == ["security"] and pol.levers["sandbox-quarantine"].roles == ["security"]
+    assert all(pol.levers[n].roles == ["ops"] for n in ("kueue-hold", "kueue-hold-drain", "keda-pause",
+                                                         "route-weight", "node-quarantine", "jobset-suspend"))
+    assert all("ic" not in r.roles for r in pol.levers.values())
+    assert pol.levers["kueue-hold-drain"].needs_approval
+    assert pol.route_weight.steps_percent == [100, 50, 0] and pol.route_weight.min_dwell_minutes == 5
+
+
+@pytest.mark.parametrize("override,expect", [
+    ({"levers": {"kueue-hold": {"roles": ["wizard"]}}}, "unknown role"),
+    ({"route_weight": {"steps_percent": [100, 0, 50]}}, "steps must start at 100"),
+    ({"headroom": {"query": "up"}}, "must contain $cell"),
+    ({"levers": {"kueue-yolo": {"roles": ["ops"]}}}, "unknown lever"),
+])
+def test_bad_policy_is_refused_with_file_and_line(tmp_path, override, expect):
+    d = write_policy(tmp_path, **override)
+    with pytest.raises(PolicyError) as err:
+        load_policy(d)
+    msg = str(err.value)
+    assert msg.startswith(f"{d / 'levers.yaml'}:") and expect in msg, msg

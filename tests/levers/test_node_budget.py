@@ -1,0 +1,68 @@
+"""node-quarantine budgets: quarantines per cell per hour and the minHealthy floor, refused with the
+numbers before anything is written; dry-runs consume nothing; one retry on a resourceVersion conflict."""
+from __future__ import annotations
+
+import pytest
+
+from tests.levers.helpers import OPS, incident, patches, say
+
+
+@pytest.fixture
+def policy_overrides() -> dict:
+    return {"node_quarantine": {"per_cell_per_hour": 2, "max_quarantined_fraction": 0.2}}
+
+
+def quarantined(cell) -> list[str]:
+    return sorted(n["metadata"]["name"] for n in cell.list("node")
+                  if any(t["key"] == "gpu.corp/quarantine" for t in n["spec"].get("taints", [])))
+
+
+async def test_rate_budget_per_cell_per_hour(lapp, cells, clock):
+    inc = await incident(lapp, {"ops": OPS})
+    ch = inc.channel_id
+    for i in range(3):  # dry-runs check but consume nothing
+        out = await say(lapp, f"lever node-quarantine gpu-a3-000{i} reason=xid79 --dry-run", OPS, ch)
+        assert "(dry run)" in out, out
+    for i in range(2):
+        out = await say(lapp, f"lever node-quarantine gpu-a3-000{i} reason=xid79", OPS, ch)
+        assert "applied and verified" in out, out
+    out = await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79", OPS, ch)
+    assert "Quarantine budget: us-east-3 already had 2 node quarantine(s) in the last hour; " \
+           "the budget is 2 per hour" in out, out
+    assert quarantined(cells.east3) == ["gpu-a3-0000", "gpu-a3-0001"]
+    # Undo does not hand the budget back (it counts quarantines, not quarantined nodes) ...
+    await say(lapp, "undo REQ-4", OPS, ch)
+    assert "Quarantine budget" in await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79", OPS, ch)
+    clock.advance(3601)  # ... the hour does
+    out = await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79", OPS, ch)
+    assert "applied and verified" in out, out
+
+
+async def test_min_healthy_floor(lapp, cells, clock):
+    inc = await incident(lapp, {"ops": OPS})
+    ch = inc.channel_id
+    for i in range(2):
+        assert "applied" in await say(lapp, f"lever node-quarantine gpu-a3-000{i} reason=xid79", OPS, ch)
+        clock.advance(3601)
+    writes = len(patches(cells.east3))
+    out = await say(lapp, "lever node-quarantine gpu-a3-0005 reason=xid79", OPS, ch)
+    assert "Quarantine floor: us-east-3 has 2 of 10 GPU nodes quarantined; gpu-a3-0005 would make it 3 of 10 " \
+           "(30%), above the policy maximum of 20%" in out, out
+    assert len(patches(cells.east3)) == writes
+    # Re-quarantining a node that is already out doesn't move the fraction.
+    out = await say(lapp, "lever node-quarantine gpu-a3-0001 reason=nccl-hang", OPS, ch)
+    assert "applied and verified" in out, out
+    node = cells.east3.get("node", "gpu-a3-0001")
+    assert node["spec"]["taints"] == [{"key": "gpu.corp/quarantine", "value": "nccl-hang", "effect": "NoSchedule"}]
+    assert node["metadata"]["labels"]["gpu.corp/quarantine-ticket"] == inc.id  # ticket defaults to the incident
+
+
+async def test_conflict_retries_once_with_the_new_resource_version(lapp, cells):
+    inc = await incident(lapp, {"ops": OPS})
+    cells.east3.fail_next("PATCH", r"/nodes/gpu-a3-0003$", 409)
+    out = await say(lapp, "lever node-quarantine gpu-a3-0003 reason=xid79", OPS, inc.channel_id)
+    assert "applied and verified" in out, out
+    first, second = cells.east3.find_requests("PATCH", r"/nodes/gpu-a3-0003$")
+    assert (first.status, second.status) == (409, 200)
+    assert first.body["metadata"]["resourceVersion"] and second.body["metadata"]["resourceVersion"]
+    assert first.body["spec"] == second.body["spec"]
