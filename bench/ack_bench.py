@@ -109,9 +109,9 @@ async def start_bare(slack: FakeSlack) -> tuple[str, web.AppRunner]:
 
 
 async def drain(fb: RunningApp, expected: int, timeout: float = 120) -> None:
-    """Wait until every Firebreak request so far has finished (one audit entry each)."""
+    """Wait until every Firebreak request so far has finished: one audit entry and one reply each."""
     deadline = time.monotonic() + timeout
-    while await fb.services.redis.llen(Keys.AUDIT_LOG) < expected:
+    while await fb.services.redis.llen(Keys.AUDIT_LOG) < expected or len(fb.slack.responses) < expected:
         if time.monotonic() > deadline:
             raise RuntimeError("Firebreak's after-ack work did not finish")
         await asyncio.sleep(0.05)
@@ -189,7 +189,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=int, default=400)
     p.add_argument("--concurrency", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--warmup", type=int, default=100)
     a = p.parse_args()
     sys.exit(asyncio.run(main(a.requests, a.concurrency, a.rounds, a.warmup)))

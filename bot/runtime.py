@@ -41,6 +41,11 @@ def build_services(settings: Settings, clock: Clock | None = None, redis: Redis 
     return svc
 
 
+async def _close(svc: Services) -> None:
+    await svc.extras["after_ack"].close()  # let acknowledged requests finish first
+    await svc.slack.close()
+
+
 def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Runtime:
     from bot.server import build_web
 
@@ -49,5 +54,5 @@ def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis |
     assert settings.slack_signing_secret is not None
     bolt = build_bolt(svc, svc.slack.client, settings.slack_signing_secret.get_secret_value())
     web_app = build_web(svc, bolt)
-    web_app.on_cleanup.append(lambda _app: svc.slack.close())  # the pooled Slack session
+    web_app.on_cleanup.append(lambda _app: _close(svc))
     return Runtime(services=svc, bolt=bolt, web=web_app)

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 def _decided(b: Ballot) -> str:
+    if b.state == "revoked" and b.decided_at is None:
+        return f"withdrawn by <@{b.ended_by}> at {cards.when(b.ended_at)}"
     if b.state in ("approved", "ended", "revoked"):
         return f"approved by {cards.approvers(b)} at {cards.when(b.decided_at)}" + (
             f" (since {b.state})" if b.state != "approved" else "")

@@ -16,6 +16,7 @@ from bot.core import dispatch, registry
 from bot.core.grammar import UsageError
 from bot.core.request import Outcome, Request, Source
 from bot.slack.buttons import BUTTONS
+from bot.slack.lane import Lane
 
 if TYPE_CHECKING:
     from bot.core.services import Services
@@ -38,6 +39,10 @@ async def reply(svc: "Services", response_url: str | None, outcome: Outcome) -> 
 
 def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> AsyncApp:
     app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=False)
+    lane = svc.extras["after_ack"] = Lane()
+
+    async def run(req: Request) -> None:
+        await reply(svc, req.response_url, await dispatch.execute(svc, req))
 
     @app.command(re.compile(r"^/incident"))
     async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -56,7 +61,7 @@ def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> 
             command=cmd, actor=body["user_id"], source=Source.slash, channel_id=body.get("channel_id"),
             response_url=body.get("response_url"), trigger_id=body.get("trigger_id"),
         )
-        await reply(svc, body.get("response_url"), await dispatch.execute(svc, req))
+        lane.submit(lambda: run(req))
 
     @app.action(_ACTIONS)
     async def on_button(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -78,7 +83,7 @@ def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> 
             channel_id=(body.get("channel") or {}).get("id"), response_url=body.get("response_url"),
             trigger_id=body.get("trigger_id"), message_ts=(body.get("container") or {}).get("message_ts"),
         )
-        await reply(svc, body.get("response_url"), await dispatch.execute(svc, req))
+        lane.submit(lambda: run(req))
 
     for install in LISTENERS:
         install(app, svc)

@@ -39,7 +39,16 @@ class World:
         return self.channel
 
     async def run(self, text: str, user: str, app: RunningApp | None = None) -> str:
-        return await (app or self.app).run(text, user=user, channel=self.channel)
+        """The reply to a command. A lever's ack only says "planning…": wait for its real reply."""
+        a = app or self.app
+        key = await a.command(text, user=user, channel=self.channel)
+        ack = a.last_ack or ""
+        if ack.strip() and "REQ id follows" not in ack:
+            try:
+                return await a.reply(key, timeout=0.3)
+            except TimeoutError:
+                return ack  # the ack was the answer (a usage error)
+        return await a.reply(key, timeout=10)
 
     async def press(self, action: str, value: str, user: str, app: RunningApp | None = None) -> str:
         a = app or self.app

@@ -185,3 +185,12 @@ async def test_a_grant_covers_the_role_not_the_second_person(world):
     await world.press("lever.approve", rid, user="U_IC")
     assert world.cell.get("clusterqueues", "research-h100")["spec"]["stopPolicy"] == "HoldAndDrain"
     assert sum(f"{bid} used" in t for t in world.security_posts()) == 1
+
+
+async def test_the_requester_may_withdraw_a_pending_request(world):
+    await world.declare()
+    bid = await grant(world)
+    assert f"{bid} revoked" in await world.run(f"breakglass revoke {bid}", user="UX")
+    assert "withdrawn by <@UX>" in await world.press("breakglass.approve", bid, user="U_IC")
+    assert buttons(card(world, bid)) == []
+    assert "Only ops can pull `kueue-hold`" in await world.run(HOLD, user="UX")
