@@ -53,6 +53,10 @@ async def _finish(svc: "Services", rec: LeverRequest, state: str, message: str, 
     warn = await announce(svc, rec.incident, message)
     if warn:
         log.warning("lever_outcome_not_posted", request=rec.id)
+    if rec.grant_id:
+        # Every pull under a grant is reported, including the ones that failed or went stale.
+        for used in hooks.GRANT_USED:
+            await used(svc, await svc.incidents.get(rec.incident), rec, rec.grant_id)
     return ExecResult(message, ok, state)
 
 
@@ -97,10 +101,5 @@ async def _run(svc: "Services", rec: LeverRequest, approver: str) -> ExecResult:
         text = f"could not read it back ({e})"
     ok = bool(verdict and verdict.ok)
     text = verdict.text if verdict else text
-    result = await _finish(svc, rec, "done", messages.done(rec, ok, text, rv), True, verified=ok,
-                           verify=text, resource_version=rv, pre_state=plan.pre_state,
-                           plan=plan.to_record())
-    if rec.grant_id:
-        for used in hooks.GRANT_USED:
-            await used(svc, await svc.incidents.get(rec.incident), rec, rec.grant_id)
-    return result
+    return await _finish(svc, rec, "done", messages.done(rec, ok, text, rv), True, verified=ok,
+                         verify=text, resource_version=rv, pre_state=plan.pre_state, plan=plan.to_record())

@@ -194,3 +194,15 @@ async def test_the_requester_may_withdraw_a_pending_request(world):
     assert "withdrawn by <@UX>" in await world.press("breakglass.approve", bid, user="U_IC")
     assert buttons(card(world, bid)) == []
     assert "Only ops can pull `kueue-hold`" in await world.run(HOLD, user="UX")
+
+
+async def test_a_failed_pull_under_a_grant_is_posted_to_security_too(world):
+    await world.declare(ops="UOPS")
+    bid = await grant(world)
+    await world.press("breakglass.approve", bid, user="U_IC")
+    world.cell.fail_next("PATCH", r"clusterqueues/research-h100", 403)
+    out = await world.run(HOLD, user="UX")
+    assert "failed" in out and "403" in out
+    assert world.cell.get("clusterqueues", "research-h100")["spec"].get("stopPolicy") in (None, "None")
+    used = [t for t in world.security_posts() if f"{bid} used" in t]
+    assert len(used) == 1 and "now failed" in used[0], used
