@@ -42,7 +42,18 @@ def _snooze(value: str) -> tuple[Command, str | None]:
         raise ValueError("bad due") from None
 
 
-@modal(cards.UPDATE_MODAL)
+async def _update_public_check(svc: "Services", cmd: Command, inc_id: str | None) -> ModalInputError | None:
+    from bot.comms.update import public_problem  # the same rule `/incident update` applies
+
+    inc = await svc.incidents.get(inc_id) if inc_id else None
+    if inc is None or not isinstance(cmd, Update):
+        return None
+    bad = await public_problem(svc, inc, cmd.text)
+    # Refused on the form itself, so the person keeps what they typed.
+    return ModalInputError(cards.UPDATE_BLOCK, bad[0][:2000]) if bad else None
+
+
+@modal(cards.UPDATE_MODAL, check=_update_public_check)
 def _update_modal(view: dict[str, Any]) -> tuple[Command, str | None]:
     text = field(view, cards.UPDATE_BLOCK, cards.UPDATE_INPUT).strip()
     if not text:

@@ -29,6 +29,16 @@ async def _private_names(svc: "Services", inc: Incident) -> list[str]:
     return names
 
 
+async def public_problem(svc: "Services", inc: Incident, text: str) -> tuple[str, list[str]] | None:
+    """Why ``text`` cannot be the public summary (message, offending words), or None."""
+    bad = public.offending(text, svc.policy.comms.public, await _private_names(svc, inc))
+    if not bad:
+        return None
+    words = ", ".join(f"`{w}`" for w in bad)
+    return (f"Not posted: public updates are product × region, and this names {words}. "
+            f"Try: `/incident update {public.suggestion(inc)}`", bad)
+
+
 async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str:
     """Post the public summary; returns what the reply should say about it."""
     channel = svc.settings.firebreak_stakeholder_channel
@@ -48,14 +58,9 @@ async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str
 async def update(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     cmd: Update = req.command  # type: ignore[assignment]
     assert inc is not None
-    bad = public.offending(cmd.text, svc.policy.comms.public, await _private_names(svc, inc))
+    bad = await public_problem(svc, inc, cmd.text)
     if bad:
-        words = ", ".join(f"`{w}`" for w in bad)
-        raise Refusal(
-            f"Not posted: public updates are product × region, and this names {words}. "
-            f"Try: `/incident update {public.suggestion(inc)}`",
-            offending=bad,
-        )
+        raise Refusal(bad[0], offending=bad[1])
     now = svc.clock.now()
     change = await svc.incidents.record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
     if change.code != 1:

@@ -2,13 +2,15 @@
 
 Like buttons.py: a decoder gets the submitted view and returns (command,
 incident id); bad input raises ModalInputError, shown on the field, and the
-modal stays open. The outcome is sent to the submitter as an ephemeral
+modal stays open. A check registered with the modal may refuse a submission
+the same way after a quick look at state (e.g. the public-granularity check),
+so the person keeps what they typed. The outcome is sent to the submitter as an ephemeral
 message in the incident channel (a modal has no response_url).
 """
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -33,12 +35,17 @@ class ModalInputError(ValueError):
 
 
 Decoder = Callable[[dict[str, Any]], tuple[Command, str | None]]
+# (svc, command, incident id) -> ModalInputError to show, or None.
+Check = Callable[["Services", Command, "str | None"], Awaitable["ModalInputError | None"]]
 MODALS: dict[str, Decoder] = {}
+CHECKS: dict[str, Check] = {}
 
 
-def modal(callback_id: str) -> Callable[[Decoder], Decoder]:
+def modal(callback_id: str, check: Check | None = None) -> Callable[[Decoder], Decoder]:
     def deco(fn: Decoder) -> Decoder:
         MODALS[callback_id] = fn
+        if check is not None:
+            CHECKS[callback_id] = check
         return fn
 
     return deco
@@ -71,8 +78,14 @@ def install(app: AsyncApp, svc: "Services") -> None:
             return
         try:
             cmd, inc_id = decoder(view)
+            check = CHECKS.get(str(view.get("callback_id", "")))
+            problem = await check(svc, cmd, inc_id) if check else None
+            if problem is not None:
+                raise problem
         except ModalInputError as e:
             await ack(response_action="errors", errors={e.block_id: e.message})
+            await svc.audit.append("modal.refused", actor=user, incident=None,
+                                   detail={"callback_id": view.get("callback_id"), "reason": e.message})
             return
         except (ValidationError, ValueError):
             await ack(response_action="errors", errors={})

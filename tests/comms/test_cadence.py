@@ -187,6 +187,20 @@ async def test_empty_modal_submission_keeps_the_modal_open_with_an_error(app):
     assert (await app.services.incidents.get(inc.id)).last_update_text is None
 
 
+async def test_modal_update_naming_a_cell_stays_open_with_the_words(app):
+    inc = await declare(app, sev=1)
+    status, body, _ = await app.sender.submit_view("cadence.update", user="U_IC", values={
+        "update": {"text": {"type": "plain_text_input", "value": "cell us-east-3 node gpu-a3-0142 is down"}}},
+        private_metadata=inc.id)
+    assert status == 200
+    reply = json.loads(body)
+    assert reply["response_action"] == "errors"
+    assert "`us-east-3`" in reply["errors"]["update"] and "`gpu-a3-0142`" in reply["errors"]["update"]
+    assert (await app.services.incidents.get(inc.id)).last_update_text is None
+    assert [c for c in app.slack.calls_to("chat.postMessage") if "*Update*" in c.args.get("text", "")] == []
+    assert [e["action"] for e in await audit_entries(app)][-1] == "modal.refused"
+
+
 async def test_post_update_button_refused_for_others(app, clock):
     inc = await declare(app, sev=1)
     key = await app.press("cadence.post_update", inc.id, user="UOTHER", channel=inc.channel_id)
