@@ -3,8 +3,8 @@
     python bench/ack_bench.py [--requests 400] [--concurrency 20] [--rounds 4]
 
 Both apps run in this process on aiohttp (AppRunner + TCPSite on 127.0.0.1),
-talk to the same FakeSlack for Web API calls, and Firebreak uses a private
-redis-server. The load comes from a separate process (so the sender does not
+talk to the same FakeSlack for Web API calls (in its own process, as Slack is
+another machine), and Firebreak uses a private redis-server. The load comes from a separate process (so the sender does not
 steal the server's event loop): 20 concurrent senders POST Slack-signed
 slash commands over keep-alive connections and time each HTTP round trip,
 which is the ack Slack waits for. Cases are interleaved in rounds so drift
@@ -70,9 +70,50 @@ async def _load(url: str, texts: list[str], channel: str, response_url: str, con
     return took
 
 
+# -- FakeSlack (runs in a child process: Slack's own CPU is not Firebreak's) ---------------
+
+def host_slack(conn: "multiprocessing.connection.Connection") -> None:
+    asyncio.run(_host_slack(conn))
+
+
+async def _host_slack(conn: "multiprocessing.connection.Connection") -> None:
+    slack = FakeSlack()
+    await slack.start()
+    conn.send(slack.base_url)
+    loop = asyncio.get_running_loop()
+    while (msg := await loop.run_in_executor(None, conn.recv)) != "stop":
+        if msg == "replies":
+            conn.send(len(slack.responses))
+        elif msg == "forget":  # recorded calls, replies and channels would only grow this process
+            slack.calls.clear(), slack.responses.clear(), slack.state.channels.clear(), slack.state.messages.clear()
+            conn.send(True)
+    await slack.stop()
+
+
+class RemoteSlack:
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=host_slack, args=(child,), daemon=True)
+        self.proc.start()
+        self.base_url = self.conn.recv()
+        self.api_url = f"{self.base_url}/api/"
+
+    def response_url(self, key: str) -> str:
+        return f"{self.base_url}/response/{key}"
+
+    def ask(self, msg: str) -> object:
+        self.conn.send(msg)
+        return self.conn.recv()
+
+    def stop(self) -> None:
+        self.conn.send("stop")
+        self.proc.join(10)
+
+
 # -- the two apps ---------------------------------------------------------------------------
 
-async def start_firebreak(slack: FakeSlack, redis_url: str) -> RunningApp:
+async def start_firebreak(slack: RemoteSlack, redis_url: str) -> RunningApp:
     """As tests/harness.py does, but with the Redis client `firebreak serve` makes (bot.store.connect)."""
     settings = load_settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url,
                              redis_url=redis_url)
@@ -83,10 +124,10 @@ async def start_firebreak(slack: FakeSlack, redis_url: str) -> RunningApp:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     url = f"http://127.0.0.1:{port}"
-    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)
+    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)  # type: ignore[arg-type]
 
 
-async def start_bare(slack: FakeSlack) -> tuple[str, web.AppRunner]:
+async def start_bare(slack: RemoteSlack) -> tuple[str, web.AppRunner]:
     from slack_sdk.web.async_client import AsyncWebClient
 
     bolt = AsyncApp(client=AsyncWebClient(token=TOKEN, base_url=slack.api_url), signing_secret=SECRET)
@@ -108,13 +149,15 @@ async def start_bare(slack: FakeSlack) -> tuple[str, web.AppRunner]:
     return f"http://127.0.0.1:{port}/slack/events", runner
 
 
-async def drain(fb: RunningApp, expected: int, timeout: float = 120) -> None:
-    """Wait until every Firebreak request so far has finished: one audit entry and one reply each."""
+async def drain(fb: RunningApp, slack: RemoteSlack, expected: int, replies: int, timeout: float = 120) -> None:
+    """Wait until every Firebreak request so far has finished (one audit entry and one reply each)."""
     deadline = time.monotonic() + timeout
-    while await fb.services.redis.llen(Keys.AUDIT_LOG) < expected or len(fb.slack.responses) < expected:
+    while (await fb.services.redis.llen(Keys.AUDIT_LOG) < expected
+           or await asyncio.to_thread(slack.ask, "replies") < replies):  # type: ignore[operator]
         if time.monotonic() > deadline:
             raise RuntimeError("Firebreak's after-ack work did not finish")
         await asyncio.sleep(0.05)
+    await asyncio.to_thread(slack.ask, "forget")
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -125,8 +168,7 @@ def pct(xs: list[float], q: float) -> float:
 async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int:
     logs.configure("WARNING", json=True)
     redis = RedisServer().start()
-    slack = FakeSlack()
-    await slack.start()
+    slack = RemoteSlack()
     fb = await start_firebreak(slack, redis.url)
     bare_url, bare_runner = await start_bare(slack)
     fb_url = fb.url + "/slack/events"
@@ -139,9 +181,12 @@ async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int
         return await loop.run_in_executor(pool, load, url, texts, channel, slack.response_url("bench"), concurrency)
 
     try:
-        await fb.run("declare Bench target incident --sev 2", user="UBENCH")
-        channel = slack.state.find_by_name(slack.calls_to("conversations.create")[-1].args["name"]).id
+        status, _, _ = await fb.sender.command("declare Bench target incident --sev 2", user="UBENCH",
+                                               response_url=slack.response_url("bench"))
+        assert status == 200
         audited = 1
+        await drain(fb, slack, audited, 1)
+        channel = (await fb.services.incidents.get("INC-1")).channel_id  # type: ignore[union-attr]
         cases = {
             "status": lambda n: ["status"] * n,
             "declare": lambda n: [f"declare bench incident {next(seq)} --sev 3" for _ in range(n)],
@@ -151,19 +196,19 @@ async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int
             await fire(bare_url, texts(warmup), channel)
             await fire(fb_url, texts(warmup), channel)
             audited += warmup
-            await drain(fb, audited)
+            await drain(fb, slack, audited, warmup)
         per_round = requests // rounds
         for _ in range(rounds):
             for case, texts in cases.items():
                 results[(case, "bare")] += await fire(bare_url, texts(per_round), channel)
                 results[(case, "firebreak")] += await fire(fb_url, texts(per_round), channel)
                 audited += per_round
-                await drain(fb, audited)
+                await drain(fb, slack, audited, per_round)
     finally:
         pool.shutdown()
         await bare_runner.cleanup()
         await fb.stop()
-        await slack.stop()
+        slack.stop()
         redis.stop()
 
     ok = True
@@ -189,7 +234,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=int, default=400)
     p.add_argument("--concurrency", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--warmup", type=int, default=100)
     a = p.parse_args()
     sys.exit(asyncio.run(main(a.requests, a.concurrency, a.rounds, a.warmup)))

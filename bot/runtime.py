@@ -1,6 +1,7 @@
 """Assemble the running app from settings: the composition root."""
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -55,4 +56,7 @@ def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis |
     bolt = build_bolt(svc, svc.slack.client, settings.slack_signing_secret.get_secret_value())
     web_app = build_web(svc, bolt)
     web_app.on_cleanup.append(lambda _app: _close(svc))
+    # Everything built so far (modules, models, policy) lives as long as the process: keep it
+    # out of the cyclic collector's full passes, whose pauses otherwise land in the ack path.
+    gc.freeze()
     return Runtime(services=svc, bolt=bolt, web=web_app)

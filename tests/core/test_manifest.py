@@ -1,0 +1,22 @@
+"""The Slack app manifest asks for what the app uses, and points Slack at /slack/events."""
+from __future__ import annotations
+
+import yaml
+
+from tests.core.helpers import REPO
+
+URL = "https://firebreak.example.com/slack/events"
+
+
+def test_manifest_declares_command_interactivity_events_and_scopes():
+    m = yaml.safe_load((REPO / "deploy" / "slack-app-manifest.yaml").read_text())
+    [cmd] = m["features"]["slash_commands"]
+    assert (cmd["command"], cmd["url"], cmd["should_escape"]) == ("/incident", URL, True)
+    assert m["settings"]["interactivity"] == {"is_enabled": True, "request_url": URL}
+    assert m["settings"]["event_subscriptions"] == {"request_url": URL, "bot_events": ["message.channels"]}
+    assert set(m["oauth_config"]["scopes"]["bot"]) == {
+        "channels:manage", "channels:join", "channels:read", "channels:history", "chat:write", "pins:write",
+        "commands", "users:read",
+    }
+    assert m["settings"]["socket_mode_enabled"] is False
+    assert len(m["display_information"]["description"]) <= 140  # Slack's limit for the short description
