@@ -85,6 +85,9 @@ class Ctx:
     params: BaseModel
     requester: str
     scratch: dict[str, Any] = field(default_factory=dict)  # facts found while planning (for checks)
+    # With an approved budget override, budget breaches are recorded here instead of refused.
+    budget_override: bool = False
+    breaches: list[str] = field(default_factory=list)
 
     @property
     def policy(self) -> Any:

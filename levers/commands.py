@@ -4,7 +4,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from pydantic import Field, field_validator
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from bot.core.request import Command
 from levers.policy import CATALOGUE
@@ -20,6 +22,19 @@ class PullLever(Command):
     cell: str | None = None
     dry_run: bool = False
     params: dict[str, str] = Field(default_factory=dict)
+    # `override=budget`: go over a budget with a second person's approval instead of being refused.
+    override: Literal["budget"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _override_word(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "override" in (data.get("params") or {}):
+            params = dict(data["params"])
+            value = params.pop("override")
+            if value != "budget":
+                raise ValueError(f"override= takes `budget` (got `{value[:20]}`)")
+            data = {**data, "params": params, "override": value}
+        return data
 
     @field_validator("lever")
     @classmethod

@@ -16,4 +16,5 @@ async def for_record(svc: "Services", rec: "LeverRequest") -> Ctx:
     client = await kube_for(svc).client(rec.context)
     target = Target.parse(rec.target, lever.kind.namespaced, lever.kind.kind)
     return Ctx(svc=svc, kube=client, req_id=rec.id, incident=rec.incident, cell=rec.cell, context=rec.context,
-               target=target, params=params_of(lever, rec.params), requester=rec.requester)
+               target=target, params=params_of(lever, rec.params), requester=rec.requester,
+               budget_override=rec.budget_override)

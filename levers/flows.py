@@ -66,7 +66,8 @@ async def pull(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
         raise Refusal(f"Unknown cell `{cmd.cell or scope.cell}`: {e}.") from None
     _, grant = await authz.access(svc, inc, req.actor, cmd.lever, scope.cell)
     ctx = Ctx(svc=svc, kube=client, req_id=await next_id(svc.redis), incident=inc.id, cell=scope.cell,
-              context=scope.context, target=target, params=params, requester=req.actor)
+              context=scope.context, target=target, params=params, requester=req.actor,
+              budget_override=cmd.override == "budget")
     obj = await _read(ctx, lever.path(ctx), lever.kind.kind)
     try:
         plan = await lever.plan(ctx, obj)
@@ -75,11 +76,19 @@ async def pull(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
         raise Refusal(f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) refused: {e}", request=ctx.req_id) from None
     except KubeError as e:
         raise Refusal(f"{ctx.req_id} {cmd.lever}: could not plan: {e}; nothing changed.", request=ctx.req_id) from None
+    if ctx.breaches:
+        needs = [*needs, "budget override: " + " ".join(ctx.breaches)]
+        if not cmd.dry_run and not hooks.APPROVAL_REQUESTED:
+            raise Refusal(f"{ctx.req_id} {cmd.lever}: a budget override needs approval, and no approval flow "
+                          "is installed; nothing changed.", request=ctx.req_id)
+    elif cmd.override:
+        plan.notes.append("override=budget was not needed: this is within the budgets")
     state = "planned" if cmd.dry_run else "pending_approval" if needs else "approved"
     rec = LeverRequest(
         id=ctx.req_id, incident=inc.id, lever=cmd.lever, target=str(target), cell=scope.cell, context=scope.context,
         params=cmd.params, requester=req.actor, state=state, dry_run=cmd.dry_run, plan=plan.to_record(),
         pre_state=plan.pre_state, digest=plan.digest(), needs_approval=needs, grant_id=grant, notes=plan.notes,
+        budget_override=bool(ctx.breaches),
         created_at=svc.clock.now(), approved_by=None if needs or cmd.dry_run else "policy",
     )
     await create(svc.redis, rec)

@@ -45,6 +45,7 @@ class LeverRequest(BaseModel):
     digest: str = ""
     needs_approval: list[str] = Field(default_factory=list)
     grant_id: str | None = None
+    budget_override: bool = False  # a budget breach that the approval covers
     notes: list[str] = Field(default_factory=list)
     created_at: float
     approved_by: str | None = None

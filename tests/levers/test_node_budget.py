@@ -2,6 +2,8 @@
 numbers before anything is written; dry-runs consume nothing; one retry on a resourceVersion conflict."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.levers.helpers import OPS, incident, patches, say
@@ -66,3 +68,46 @@ async def test_conflict_retries_once_with_the_new_resource_version(lapp, cells):
     assert (first.status, second.status) == (409, 200)
     assert first.body["metadata"]["resourceVersion"] and second.body["metadata"]["resourceVersion"]
     assert first.body["spec"] == second.body["spec"]
+
+
+async def test_budget_override_asks_the_ic_and_runs_once_approved(lapp, cells, clock):
+    from levers.requests import get_request
+
+    inc = await incident(lapp, {"ops": OPS})
+    ch = inc.channel_id
+    for i in range(2):
+        assert "applied" in await say(lapp, f"lever node-quarantine gpu-a3-000{i} reason=xid79", OPS, ch)
+    refused = await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79", OPS, ch)
+    assert "Quarantine budget" in refused and "override=budget" in refused, refused
+    writes = len(patches(cells.east3))
+
+    asked = await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79 override=budget", OPS, ch)
+    rid = asked.split()[0] if asked.startswith("REQ-") else next(w for w in asked.split() if w.startswith("REQ-"))
+    rid = rid.rstrip(":,.")
+    rec = await get_request(lapp.services.redis, rid)
+    assert rec.state == "pending_approval" and rec.budget_override, asked
+    assert any(r.startswith("budget override: Quarantine budget") for r in rec.needs_approval)
+    assert len(patches(cells.east3)) == writes  # nothing written while it waits
+    card = await lapp.slack.wait_for(lambda c: c.method == "chat.postMessage" and rid in str(c.args.get("blocks")))
+    assert "budget override" in str(card.args["blocks"])
+
+    # The requester cannot approve their own override; the IC can.
+    own = await lapp.reply(await lapp.press("lever.approve", rid, user=OPS, channel=ch))
+    assert f"You asked for {rid}, so you cannot decide it" in own
+    await lapp.reply(await lapp.press("lever.approve", rid, user="U_IC", channel=ch), timeout=10)
+    for _ in range(100):
+        if (await get_request(lapp.services.redis, rid)).state == "done":
+            break
+        await asyncio.sleep(0.05)
+    assert (await get_request(lapp.services.redis, rid)).state == "done"
+    assert quarantined(cells.east3) == ["gpu-a3-0000", "gpu-a3-0001", "gpu-a3-0002"]
+    # An approved override still counts: the hour's budget is now 3 used of 2.
+    out = await say(lapp, "lever node-quarantine gpu-a3-0003 reason=xid79", OPS, ch)
+    assert "already had 3 node quarantine(s)" in out, out
+
+
+async def test_override_takes_only_budget(lapp, cells):
+    inc = await incident(lapp, {"ops": OPS})
+    out = await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79 override=all", OPS, inc.channel_id)
+    assert "override= takes `budget`" in out and "Usage" in out, out
+    assert patches(cells.east3) == []
