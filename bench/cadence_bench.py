@@ -57,6 +57,7 @@ async def worker(redis_url: str, slack_url: str) -> None:
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     task.cancel()
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    await svc.slack.close()
     print(json.dumps({"cpu": cpu, "wall": wall}), flush=True)
 
 
@@ -98,6 +99,7 @@ async def one_run(procs: int, n: int, window: float, lead: float) -> dict:
         first_due = time.time() + lead
         due = await seed(svc, slack, n, first_due, window)
         assert time.time() < first_due, "seeding overran the first due time: raise the lead"
+        await svc.slack.close()
         await svc.redis.aclose()
         await asyncio.sleep(max(0.0, first_due + window + 3 - time.time()))
         outs = [json.loads((await w.communicate(b""))[0].decode().strip().splitlines()[-1]) for w in workers]
