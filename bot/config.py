@@ -33,6 +33,13 @@ class Settings(BaseSettings):
     firebreak_security_channel: str | None = None
     firebreak_scheduler_tick: float = Field(default=0.5, gt=0)
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, v: str | None) -> str | None:
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)")
+        return v or None
+
     @field_validator("slack_api_url")
     @classmethod
     def _trailing_slash(cls, v: str) -> str:
@@ -61,4 +68,5 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]).upper()
-        raise ConfigError(f"bad configuration {field}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"bad configuration {field}: {msg}") from None

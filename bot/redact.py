@@ -6,7 +6,7 @@ and adds the ones from policy.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 # (kind, pattern). Kinds are what a warning names; the match itself never leaves here.
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -21,6 +21,18 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 _COMPILED = [(kind, re.compile(p)) for kind, p in BUILTIN_PATTERNS]
+
+
+def add_patterns(pairs: Iterable[tuple[str, str]]) -> None:
+    """Policy's extra secret patterns (comms.yaml), added once at start.
+
+    Patterns only ever add redaction, so sharing them process-wide is safe.
+    """
+    known = {rx.pattern for _, rx in _COMPILED}
+    for kind, pattern in pairs:
+        if pattern not in known:
+            _COMPILED.append((kind, re.compile(pattern)))
+            known.add(pattern)
 
 
 def scrub_text(text: str) -> str:

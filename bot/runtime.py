@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
-from bot import commands
+from bot import commands, redact
 from bot.audit import AuditLog
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
@@ -30,6 +30,8 @@ class Runtime:
 def build_services(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Services:
     commands.load_all()
     policy = load_policy(settings.firebreak_policy_dir)
+    # The audit log and the logs scrub the policy's secret patterns as well as the built-in ones.
+    redact.add_patterns((p.kind, p.pattern) for p in policy.comms.secret_patterns)
     r = redis if redis is not None else connect(settings.redis_url)
     clock = clock or SystemClock()
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""

@@ -53,8 +53,12 @@ def entry_hash(entry: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(body)).hexdigest()
 
 
-def verify_entries(entries: Iterable[dict[str, Any]]) -> int | None:
-    """The seq of the first bad entry, or None when the chain is whole."""
+def verify_entries(entries: Iterable[dict[str, Any]], head: tuple[int, str] | None = None) -> int | None:
+    """The seq of the first bad entry, or None when the chain is whole.
+
+    ``head`` is the (seq, hash) the appender recorded last. Links alone cannot show
+    a removed or re-hashed *last* entry; the head can.
+    """
     prev = GENESIS_HASH
     expected_seq = 1
     for e in entries:
@@ -63,6 +67,10 @@ def verify_entries(entries: Iterable[dict[str, Any]]) -> int | None:
             return seq if isinstance(seq, int) else expected_seq
         prev = e["hash"]
         expected_seq += 1
+    last = expected_seq - 1
+    if head is not None and head != (last, prev):
+        # Entries missing at the end, or added/re-hashed past what the appender wrote.
+        return min(head[0], last) + 1 if head[0] != last else last
     return None
 
 
@@ -132,4 +140,6 @@ class AuditLog:
             start += batch
 
     async def verify(self) -> int | None:
-        return verify_entries([e async for e in self.entries()])
+        raw = await self._r.get(Keys.AUDIT_HEAD)
+        head = (int(raw.split()[0]), raw.split()[1]) if raw else (0, GENESIS_HASH)
+        return verify_entries([e async for e in self.entries()], head)

@@ -60,3 +60,20 @@ async def test_export_prints_json_lines_for_one_incident(app, redis_url):
     assert rows[1]["detail"]["sev_from"] == 3 and rows[1]["detail"]["sev_to"] == 2
     everything = jsonl(run_cli("audit", "export", env={"REDIS_URL": redis_url}).stdout)
     assert [r["seq"] for r in everything] == [1, 2, 3] and everything[2]["incident"] == "INC-2"
+
+
+async def test_verify_catches_a_rehashed_last_entry_and_a_cut_tail(app, redis_url):
+    """Links alone cannot show these: the chain head the appender wrote can."""
+    await _two_incidents(app)
+    r = app.services.redis
+    last = json.loads(await r.lindex(Keys.AUDIT_LOG, -1))
+    assert last["seq"] == 3
+    last["actor"] = "UMALLORY"
+    last["hash"] = entry_hash(last)
+    await r.lset(Keys.AUDIT_LOG, -1, json.dumps(last))
+    out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
+    assert out.returncode != 0 and "seq 3" in out.stderr
+
+    await r.rpop(Keys.AUDIT_LOG)  # now drop it altogether
+    out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
+    assert out.returncode != 0 and "seq 3" in out.stderr

@@ -15,7 +15,8 @@ def test_manifest_declares_command_interactivity_events_and_scopes():
     assert m["settings"]["interactivity"] == {"is_enabled": True, "request_url": URL}
     assert m["settings"]["event_subscriptions"] == {"request_url": URL, "bot_events": ["message.channels"]}
     assert set(m["oauth_config"]["scopes"]["bot"]) == {
-        "channels:manage", "channels:join", "channels:read", "channels:history", "chat:write", "pins:write",
+        "channels:manage", "channels:join", "channels:read", "channels:history", "chat:write",
+        "chat:write.public", "pins:write",
         "commands", "users:read",
     }
     assert m["settings"]["socket_mode_enabled"] is False
