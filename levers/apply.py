@@ -1,6 +1,6 @@
 """Sending a plan so that it lands whole or not at all.
 
-- 409 (or a failed JSON-patch test) once: re-read; if what we change is as
+- 409 (or a failed JSON-patch `test` op; a schema 422 is final) once: re-read; if what we change is as
   planned, re-plan against the new resourceVersion and send again; otherwise
   fail with "changed under us".
 - A later call failing after an earlier one landed: the earlier fields are
@@ -40,7 +40,7 @@ def landed(obj: dict[str, Any], plan: Plan) -> bool:
 
 
 def _conflict(e: KubeError, call: ApiCall) -> bool:
-    return e.code == 409 or (e.code == 422 and call.content_type == JSON_PATCH)
+    return e.code == 409 or (call.content_type == JSON_PATCH and e.test_failed)
 
 
 async def apply_plan(lever: Lever, ctx: Ctx, plan: Plan) -> tuple[Plan, dict[str, Any]]:

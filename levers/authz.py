@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from bot.core.request import Request
     from bot.core.services import Services
     from bot.incidents.models import Incident
+    from levers.requests import LeverRequest
 
 
 async def access(svc: "Services", inc: "Incident | None", user: str, lever: str, cell: str) -> tuple[bool, str | None]:
@@ -37,6 +38,26 @@ def _denial(svc: "Services", inc: "Incident | None", user: str, lever: str, verb
     where = f" in {inc.id}" if inc is not None else ""
     return (f"Only {' or '.join(roles)} can {verb} `{lever}`{where} (your roles: {held or 'none'}). "
             f"Ask the IC for the role, or request break-glass: `/incident breakglass {lever} <minutes> <reason>`.")
+
+
+async def still_allowed(svc: "Services", rec: "LeverRequest") -> str | None:
+    """Just before a stored request is applied: None if the requester may still pull it, else why not.
+
+    Approval can take minutes; a role handed on or a grant revoked or run out
+    in the meantime must stop the pull. A grant counts only if it is the same
+    grant the request was made under, still active now.
+    """
+    inc = await svc.incidents.get(rec.incident)
+    roles = svc.policy.levers.levers[rec.lever].roles
+    if inc is not None and set(roles) & set(inc.holders(rec.requester)):
+        return None
+    if rec.grant_id:
+        for check in hooks.GRANT_ACTIVE:
+            if await check(svc, inc, rec.grant_id, rec.requester, rec.lever, rec.cell):
+                return None
+        return (f"break-glass grant {rec.grant_id} ended (revoked or expired) before it ran, and "
+                f"<@{rec.requester}> does not hold {' or '.join(roles)}")
+    return f"requester <@{rec.requester}> no longer holds {' or '.join(roles)} in {rec.incident}"
 
 
 async def lever_rule(svc: "Services", req: "Request", inc: "Incident | None") -> str | None:

@@ -132,6 +132,9 @@ class Lever(ABC):
     async def applied(self, ctx: Ctx, plan: Plan) -> None:
         """Bookkeeping after a successful apply (route-weight remembers baseline and step time)."""
 
+    async def undone(self, ctx: Ctx) -> None:
+        """Bookkeeping after an undo restored the object (node-quarantine frees its floor place)."""
+
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
         wrong = [p for p, v in plan.changes.items() if read(after, p) != v]
         if wrong:

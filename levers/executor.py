@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot import logs
 from bot.incidents.views import announce
-from levers import hooks, messages
+from levers import authz, hooks, messages
 from levers.apply import Changed, NotApplied, apply_plan
 from levers.base import LEVERS, LeverRefusal
 from levers.context import for_record
@@ -53,15 +53,17 @@ async def _finish(svc: "Services", rec: LeverRequest, state: str, message: str, 
     warn = await announce(svc, rec.incident, message)
     if warn:
         log.warning("lever_outcome_not_posted", request=rec.id)
-    if rec.grant_id:
-        # Every pull under a grant is reported, including the ones that failed or went stale.
-        for used in hooks.GRANT_USED:
-            await used(svc, await svc.incidents.get(rec.incident), rec, rec.grant_id)
+    # Every pull under a grant is reported, including the ones that failed or went stale.
+    await hooks.grant_used(svc, rec, rec.grant_id)
     return ExecResult(message, ok, state)
 
 
 async def _run(svc: "Services", rec: LeverRequest, approver: str) -> ExecResult:
     lever = LEVERS[rec.lever]
+    denied = await authz.still_allowed(svc, rec)
+    if denied:
+        return await _finish(svc, rec, "failed", messages.failed(rec, f"not applied: {denied}; nothing changed"),
+                             False, reason="grant ended" if rec.grant_id else "role removed", denied=denied)
     try:
         ctx = await for_record(svc, rec)
         obj = await ctx.kube.get(lever.path(ctx))
@@ -101,5 +103,6 @@ async def _run(svc: "Services", rec: LeverRequest, approver: str) -> ExecResult:
         text = f"could not read it back ({e})"
     ok = bool(verdict and verdict.ok)
     text = verdict.text if verdict else text
-    return await _finish(svc, rec, "done", messages.done(rec, ok, text, rv), True, verified=ok,
+    # Applied but not verified is still `done` (the write landed; undo applies), yet not a success.
+    return await _finish(svc, rec, "done", messages.done(rec, ok, text, rv), ok, verified=ok,
                          verify=text, resource_version=rv, pre_state=plan.pre_state, plan=plan.to_record())

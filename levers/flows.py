@@ -12,13 +12,13 @@ import levers.catalogue  # noqa: F401 - registers the catalogue
 from bot.core.grammar import Spec
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
-from levers import authz, hooks, listing, messages  # noqa: F401 - listing registers `levers`
+from levers import authz, hooks, listing, messages, reconcile  # noqa: F401 - listing: `levers`; reconcile: restarts
 from levers.base import LEVERS, Ctx, LeverRefusal, Target, params_of
 from levers.commands import PullLever, Undo
 from levers.executor import execute_approved
 from levers.kube import KubeError, UnknownCell, kube_for
 from levers.requests import LeverRequest, create, get_request, next_id
-from levers.scope import approval_reasons, resolve
+from levers.scope import approval_reasons, resolve, scope_name
 from levers.undo import undo as run_undo
 
 if TYPE_CHECKING:
@@ -49,6 +49,26 @@ async def _read(ctx: Ctx, path: str, kind: str) -> dict:
 async def pull(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
     cmd: PullLever = req.command  # type: ignore[assignment]
     assert inc is not None
+    cell = scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc)
+    _, grant = await authz.access(svc, inc, req.actor, cmd.lever, cell)
+    try:
+        return await _pull(svc, req, inc, grant)
+    except Refusal as e:
+        # A pull authorized by a grant is reported whatever came of it, refusals included.
+        await hooks.grant_used(svc, _attempt(req, inc, cell, e), grant, f"refused: {e.message}")
+        raise
+
+
+def _attempt(req: Request, inc: "Incident", cell: str, e: Refusal) -> LeverRequest:
+    """What a refused pull was, for the grant report (it may have been refused before a REQ was stored)."""
+    cmd: PullLever = req.command  # type: ignore[assignment]
+    return LeverRequest(id=e.audit.get("request") or "(no REQ)", incident=inc.id, lever=cmd.lever,
+                        target=cmd.target, cell=cell, context="", requester=req.actor, state="refused",
+                        created_at=0)
+
+
+async def _pull(svc: "Services", req: Request, inc: "Incident", grant: str | None) -> Outcome:
+    cmd: PullLever = req.command  # type: ignore[assignment]
     lever = LEVERS[cmd.lever]
     try:
         params = params_of(lever, cmd.params)
@@ -64,7 +84,6 @@ async def pull(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
         raise Refusal(str(e)) from None
     except UnknownCell as e:
         raise Refusal(f"Unknown cell `{cmd.cell or scope.cell}`: {e}.") from None
-    _, grant = await authz.access(svc, inc, req.actor, cmd.lever, scope.cell)
     ctx = Ctx(svc=svc, kube=client, req_id=await next_id(svc.redis), incident=inc.id, cell=scope.cell,
               context=scope.context, target=target, params=params, requester=req.actor,
               budget_override=cmd.override == "budget")
@@ -94,10 +113,12 @@ async def pull(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
     await create(svc.redis, rec)
     audit = {**messages.audit_plan(rec), "state": state, "notes": plan.notes, "grant": grant}
     if cmd.dry_run:
+        await hooks.grant_used(svc, rec, grant, "dry run only; nothing changed")
         return Outcome(message=messages.dry_run(rec), audit=audit)
     if needs:
         for ask in hooks.APPROVAL_REQUESTED:
             await ask(svc, inc, rec)
+        await hooks.grant_used(svc, rec, grant, f"pending approval ({'; '.join(needs)}); nothing changed yet")
         return Outcome(message=messages.needs_approval(rec), audit=audit)
     res = await execute_approved(svc, rec.id, "policy")
     return Outcome(result="ok" if res.ok else "error", message=res.message, audit={**audit, "state": res.state})
@@ -114,9 +135,10 @@ async def undo(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
     if rec.incident != inc.id:
         raise Refusal(f"{rec.id} belongs to {rec.incident}; undo it from that incident's channel.")
     lever = LEVERS[rec.lever]
-    if not lever.reversible:
-        raise Refusal(f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}.", request=rec.id)
     _, grant = await authz.access(svc, inc, req.actor, rec.lever, rec.cell)
+    if not lever.reversible:
+        await hooks.grant_used(svc, rec, grant, "undo refused: not reversible")
+        raise Refusal(f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}.", request=rec.id)
     try:
         res = await run_undo(svc, rec, req.actor, grant)
     except LeverRefusal as e:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import yaml
-from kubernetes_asyncio import config
-from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from bot import logs
 from levers.plan import ApiCall
@@ -29,11 +29,22 @@ _EXTRA = "kube"
 class KubeError(Exception):
     """An API call failed. `code` is the HTTP status (None for a timeout or no connection)."""
 
-    def __init__(self, code: int | None, reason: str, message: str) -> None:
+    def __init__(self, code: int | None, reason: str, message: str, causes: list[str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
+        self.causes = causes or []  # the Status's details.causes[].message
+
+    @property
+    def test_failed(self) -> bool:
+        """A JSON-patch `test` op did not hold (the object moved), as opposed to a schema rejection.
+
+        The apiserver says so in the message or, behind a generic "the server rejected our request",
+        in details.causes: "testing value /spec/... failed: test failed".
+        """
+        return self.code == 422 and any("test failed" in m or m.startswith("testing value")
+                                        for m in [self.message, *self.causes])
 
     @property
     def timeout(self) -> bool:
@@ -48,10 +59,14 @@ class UnknownCell(Exception):
     pass
 
 
-def contexts(kubeconfig: Path | None) -> list[str]:
+def read_kubeconfig(kubeconfig: Path | None) -> dict[str, Any]:
+    """The parsed file ({} when absent). Blocking: call it through asyncio.to_thread."""
     if kubeconfig is None or not Path(kubeconfig).is_file():
-        return []
-    doc = yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8")) or {}
+        return {}
+    return yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8")) or {}
+
+
+def contexts_of(doc: dict[str, Any]) -> list[str]:
     return [c.get("name") for c in doc.get("contexts") or [] if c.get("name")]
 
 
@@ -64,7 +79,9 @@ def _error(code: int, reason: str | None, raw: bytes) -> KubeError:
     if not isinstance(status, dict):
         status = {}
     message = status.get("message") or raw.decode("utf-8", "replace").strip()
-    return KubeError(code, status.get("reason") or reason or "Error", str(message)[:400])
+    details = status.get("details") if isinstance(status.get("details"), dict) else {}
+    causes = [str(c.get("message", ""))[:300] for c in details.get("causes") or [] if isinstance(c, dict)]
+    return KubeError(code, status.get("reason") or reason or "Error", str(message)[:400], causes)
 
 
 @dataclass
@@ -116,20 +133,22 @@ class Kube:
         self._clients: dict[str, CellClient] = {}
         self._lock = asyncio.Lock()
 
-    def known(self) -> list[str]:
-        return contexts(self.kubeconfig)
-
     async def client(self, context: str) -> CellClient:
         async with self._lock:
             if context in self._clients:
                 return self._clients[context]
             if self.kubeconfig is None:
                 raise UnknownCell("no kubeconfig: set KUBECONFIG to the file with one context per cell")
-            known = self.known()
+            # The file is read off the event loop; only a context without a client yet needs it.
+            doc = await asyncio.to_thread(read_kubeconfig, self.kubeconfig)
+            known = contexts_of(doc)
             if context not in known:
                 raise UnknownCell(f"no kube context `{context}` in KUBECONFIG (contexts: {', '.join(known) or 'none'})")
-            api = await config.new_client_from_config(config_file=str(self.kubeconfig), context=context)
-            self._clients[context] = CellClient(context, api, self.timeout)
+            cfg = type.__call__(Configuration)  # a fresh one, not a copy of the process-wide default
+            loader = KubeConfigLoader(config_dict=doc, active_context=context,
+                                      config_base_path=str(Path(self.kubeconfig).parent))
+            await loader.load_and_set(cfg)
+            self._clients[context] = CellClient(context, ApiClient(configuration=cfg), self.timeout)
             return self._clients[context]
 
     async def close(self) -> None:

@@ -52,7 +52,8 @@ def needs_approval(rec: LeverRequest) -> str:
 
 
 def status_line(recs: list[LeverRequest]) -> str | None:
-    shown = {"pending_approval": "awaiting approval", "approved": "approved", "executing": "running", "done": "applied"}
+    shown = {"pending_approval": "awaiting approval", "approved": "approved", "executing": "running", "done": "applied",
+             "undoing": "being undone"}
     items = [f"{r.label} {shown[r.state]}" + (f" (undo: /incident undo {r.id})" if r.state == "done"
                                                and LEVERS[r.lever].reversible else "")
              for r in recs if r.state in shown]

@@ -86,11 +86,18 @@ class Plan:
     pre_state: dict[str, Any]
     effect: str  # what it does, in a few words: "stopPolicy=Hold"
     notes: list[str] = field(default_factory=list)  # check figures shown with the plan
+    meta: dict[str, Any] = field(default_factory=dict)  # what `applied` bookkeeping needs (kept in the record)
 
     def to_record(self) -> dict[str, Any]:
         main = self.calls[-1]  # the call that does the lever's work (earlier ones annotate)
         return {**main.to_dict(), "kubectl": "\n".join(c.kubectl for c in self.calls),
-                "calls": [c.to_dict() for c in self.calls], "changes": self.changes, "effect": self.effect}
+                "calls": [c.to_dict() for c in self.calls], "changes": self.changes, "effect": self.effect,
+                "meta": self.meta}
+
+    @classmethod
+    def from_record(cls, plan: dict[str, Any], pre_state: dict[str, Any]) -> "Plan":
+        return cls([ApiCall.from_dict(c) for c in plan.get("calls") or []], dict(plan.get("changes") or {}),
+                   dict(pre_state), plan.get("effect", ""), meta=dict(plan.get("meta") or {}))
 
     def digest(self) -> str:
         """Stable across resourceVersion bumps that don't touch what the lever changes."""

@@ -94,6 +94,9 @@ class LeversPolicy(_Strict):
     fleet_targets: list[str] = Field(default_factory=list)  # objects that are fleet-wide wherever they live
     api_timeout_seconds: float = Field(default=10, gt=0)
     rollout_verify_seconds: float = Field(default=20, ge=0)
+    # After a restart, a request still `executing`/`undoing` this long after it started is taken to be
+    # a dead process's, and settled from a read-back (never re-applied). Longer than any one execution.
+    stuck_after_seconds: float = Field(default=300, gt=0)
     levers: dict[str, LeverRule]
     route_weight: RouteWeightPolicy = RouteWeightPolicy()
     headroom: HeadroomPolicy

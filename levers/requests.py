@@ -1,7 +1,9 @@
 """Lever requests (REQ-<n>) in Redis: one hash per request, every state change a Lua compare-and-set.
 
 States: planned (dry-run; terminal), pending_approval, approved, denied,
-expired, stale (target changed after approval), executing, done, failed, undone.
+expired, stale (target changed after approval), executing, done, failed,
+undoing, undone. `executing` and `undoing` are in flight: the same script keeps
+them in one index, so a restart finds what a dead process left half-way.
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from pydantic import BaseModel, Field
 from bot.store import Keys, Redis
 
 STATES = ("planned", "pending_approval", "approved", "denied", "expired", "stale",
-          "executing", "done", "failed", "undone")
-OPEN_STATES = ("pending_approval", "approved", "executing", "done")
+          "executing", "done", "failed", "undoing", "undone")
+OPEN_STATES = ("pending_approval", "approved", "executing", "done", "undoing")
+IN_FLIGHT = ("executing", "undoing")
 
 _TRANSITION = """
 local cur = redis.call('HGET', KEYS[1], 'state')
@@ -23,10 +26,14 @@ local n = tonumber(ARGV[1])
 local ok = false
 for i = 2, n + 1 do if ARGV[i] == cur then ok = true end end
 if not ok then return 0 end
-redis.call('HSET', KEYS[1], 'state', ARGV[n + 2])
+local to = ARGV[n + 2]
+redis.call('HSET', KEYS[1], 'state', to)
 for i = n + 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local id = string.match(KEYS[1], 'req:(.*)$')
+if to == 'executing' or to == 'undoing' then redis.call('SADD', KEYS[2], id) else redis.call('SREM', KEYS[2], id) end
 return 1
 """
+_IN_FLIGHT_KEY = Keys.levers("in-flight")
 
 
 class LeverRequest(BaseModel):
@@ -95,7 +102,14 @@ async def transition(r: Redis, req_id: str, from_states: set[str], to_state: str
     for k, v in _encode(fields).items():
         flat += [k, v]
     script = r.register_script(_TRANSITION)
-    return bool(await script(keys=[Keys.levers(f"req:{req_id}")], args=[len(src), *src, to_state, *flat]))
+    return bool(await script(keys=[Keys.levers(f"req:{req_id}"), _IN_FLIGHT_KEY],
+                             args=[len(src), *src, to_state, *flat]))
+
+
+async def in_flight(r: Redis) -> list[LeverRequest]:
+    """Requests some process was executing or undoing (it may have died since)."""
+    out = [await get_request(r, i) for i in sorted(await r.smembers(_IN_FLIGHT_KEY))]
+    return [x for x in out if x is not None and x.state in IN_FLIGHT]
 
 
 async def for_incident(r: Redis, incident: str) -> list[LeverRequest]:

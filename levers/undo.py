@@ -1,8 +1,10 @@
 """`/incident undo REQ-n`: restore the pre-state a lever captured, exactly.
 
-No approval: restoring is the safe direction. The claim done -> undone is a
+No approval: restoring is the safe direction. The claim done -> undoing is a
 compare-and-set (so two undos can't both run); if the API refuses, the claim
-is handed back (undone -> done) and nothing changed. The patch tests that every
+is handed back (undoing -> done) and nothing changed; after the restore is
+read back, undoing -> undone. A process dying in between leaves `undoing`,
+which levers/reconcile.py settles at the next start. The patch tests that every
 field still holds what the lever set, so a later edit is never overwritten.
 """
 from __future__ import annotations
@@ -22,6 +24,12 @@ if TYPE_CHECKING:
     from bot.core.services import Services
 
 
+def not_restored(rec: LeverRequest, obj: dict) -> list[str]:
+    """Pointers the lever changed whose value in `obj` is not (yet) the captured pre-state."""
+    changes = rec.plan.get("changes", {})
+    return [p for p, v in rec.pre_state.items() if p in changes and not p.startswith("/status/") and read(obj, p) != v]
+
+
 def _restored(rec: LeverRequest) -> str:
     parts = []
     changes = rec.plan.get("changes", {})
@@ -34,10 +42,12 @@ def _restored(rec: LeverRequest) -> str:
 
 async def undo(svc: "Services", rec: LeverRequest, actor: str, grant_id: str | None) -> ExecResult:
     now = svc.clock.now()
-    if not await transition(svc.redis, rec.id, {"done"}, "undone", undone_by=actor, undone_at=now):
+    if not await transition(svc.redis, rec.id, {"done"}, "undoing", undone_by=actor, undone_at=now):
         cur = await get_request(svc.redis, rec.id)
         state = cur.state if cur else "missing"
-        raise LeverRefusal(f"{rec.label} is {state.replace('_', ' ')}; only a lever that ran (done) can be undone.")
+        why = f"{rec.label} is {state.replace('_', ' ')}; only a lever that ran (done) can be undone."
+        await hooks.grant_used(svc, rec, grant_id, f"undo refused: {state}")
+        raise LeverRefusal(why)
     lever = LEVERS[rec.lever]
     try:
         ctx = await for_record(svc, rec)
@@ -46,27 +56,26 @@ async def undo(svc: "Services", rec: LeverRequest, actor: str, grant_id: str | N
         ops = restore_ops(rec.plan.get("changes", {}), rec.pre_state, current)
         resp = await ctx.kube.call("PATCH", path, JSON_PATCH, ops)
     except (KubeError, UnknownCell) as e:
-        await transition(svc.redis, rec.id, {"undone"}, "done", undone_by=None, undone_at=None)
+        await transition(svc.redis, rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
         why = str(e)
-        if isinstance(e, KubeError) and e.code == 422:
+        if isinstance(e, KubeError) and e.test_failed:
             why = f"{rec.target} changed since {rec.id} applied ({e}); a later lever or a person edited it"
         message = f"{rec.label}: undo failed: {why}; nothing changed, {rec.id} is still applied."
         await svc.audit.append("lever.undo_failed", actor=actor, incident=rec.incident,
                                detail={"request": rec.id, "reason": str(e)})
         await announce(svc, rec.incident, message)
+        await hooks.grant_used(svc, rec, grant_id, "undo failed; still applied")
         return ExecResult(message, False, "done")
     rv = (resp.get("metadata") or {}).get("resourceVersion")
-    left = [p for p, v in rec.pre_state.items() if p in rec.plan.get("changes", {})
-            and not p.startswith("/status/") and read(resp, p) != v]
-    await transition(svc.redis, rec.id, {"undone"}, "undone", result={**rec.result, "undo": {
+    left = not_restored(rec, resp)
+    await transition(svc.redis, rec.id, {"undoing"}, "undone", result={**rec.result, "undo": {
         "resource_version": rv, "patch": ops, "verified": not left}})
+    await lever.undone(ctx)
     await svc.audit.append("lever.undo", actor=actor, incident=rec.incident, detail={
         "request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell, "patch": ops,
         "resource_version": rv, "verified": not left, "grant": grant_id})
     check = "verified" if not left else f"but read-back differs at {', '.join(left)}"
     message = f"{rec.label}: undone by <@{actor}> ({_restored(rec)}; {check}, rv {rv})."
     await announce(svc, rec.incident, message)
-    if grant_id:
-        for used in hooks.GRANT_USED:
-            await used(svc, await svc.incidents.get(rec.incident), rec, grant_id)
+    await hooks.grant_used(svc, rec, grant_id)
     return ExecResult(message, True, "undone")

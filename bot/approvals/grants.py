@@ -21,13 +21,12 @@ from bot.core.request import Outcome, Refusal, Request
 from bot.incidents.flows import STATUS_LINES
 from bot.slack.gateway import SlackFailure
 from bot.store import Keys
-from levers import hooks, requests
+from levers import hooks
 from levers.policy import CATALOGUE
 
 if TYPE_CHECKING:
     from bot.core.services import Services
     from bot.incidents.models import Incident
-    from levers.requests import LeverRequest
 
 log = logs.get(__name__)
 
@@ -35,7 +34,7 @@ REAP_JOB = "breakglass.reap"
 EXPIRE_JOB = "approval.expire"
 
 
-def _scope(b: Ballot) -> scope.Scope:
+def grant_scope(b: Ballot) -> scope.Scope:
     d = b.detail
     return scope.Scope(levers=tuple(d.get("levers") or ()), cell=d.get("cell"), fleet=bool(d.get("fleet")))
 
@@ -157,25 +156,9 @@ async def grant_for(svc: "Services", inc: "Incident | None", user: str, lever: s
         return None
     now = svc.clock.now()
     for b in await notify.ballots(svc).all(inc.id):
-        if b.requester == user and active(b, now) and _scope(b).covers(lever, cell):
+        if b.requester == user and active(b, now) and grant_scope(b).covers(lever, cell):
             return b.id
     return None
-
-
-async def grant_used(svc: "Services", inc: "Incident | None", rec: "LeverRequest", grant_id: str) -> None:
-    """GRANT_USED: every pull (or undo) under a grant goes to the security channel and the audit log."""
-    where = inc.id if inc else rec.incident
-    b = await notify.ballots(svc).get(where, grant_id)
-    who = b.requester if b else rec.requester  # only the grantee can act under their grant
-    now = await requests.get_request(svc.redis, rec.id)
-    state = now.state if now else rec.state
-    verb = "undid" if state == "undone" else "pulled"
-    posted = await notify.to_security(
-        svc, f":rotating_light: {grant_id} used in {where}: <@{who}> {verb} {rec.lever} {rec.target} "
-             f"({rec.cell}), {rec.id} now {state}.")
-    await svc.audit.append("breakglass.used", actor=who, incident=where, detail={
-        "grant": grant_id, "request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell,
-        "state": state, "security_posted": posted})
 
 
 async def status_line(svc: "Services", inc: "Incident") -> str | None:
@@ -192,5 +175,4 @@ async def status_line(svc: "Services", inc: "Incident") -> str | None:
 
 
 hooks.GRANT_PROVIDERS.append(grant_for)
-hooks.GRANT_USED.append(grant_used)
 STATUS_LINES.append(status_line)

@@ -86,15 +86,34 @@ async def run_approved(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]
     return said or res.message, {"state": rec.state if rec else res.state, "ok": res.ok}
 
 
+async def _grant_report(svc: "Services", b: Ballot, outcome: str) -> None:
+    """A request made under a grant: its end without running goes to the security channel too."""
+    rec = await requests.get_request(svc.redis, b.id)
+    if rec is not None:
+        await hooks.grant_used(svc, rec, rec.grant_id, outcome)
+
+
 async def denied(svc: "Services", b: Ballot) -> None:
     await requests.transition(svc.redis, b.id, {"pending_approval"}, "denied")
     await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, cards.decision_line(b))
+    await _grant_report(svc, b, f"denied by <@{b.decided_by}>; nothing changed")
 
 
 async def expired(svc: "Services", b: Ballot) -> None:
     await requests.transition(svc.redis, b.id, {"pending_approval"}, "expired")
     await notify.edit_card(svc, b, cards.decision_line(b))
+    await _grant_report(svc, b, f"expired at {hhmm(b.expires_at)} UTC without approval; nothing changed")
+
+
+async def reconciled(svc: "Services", rec: "LeverRequest") -> None:
+    """RECONCILED: a restart settled a request a dead process left running: say so on its card."""
+    b = await notify.ballots(svc).get(rec.incident, rec.id)
+    said = (rec.result or {}).get("message")
+    if b is not None and b.kind == "lever" and said:
+        await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
+        await notify.edit_card(svc, b, cards.decision_line(b, said))
 
 
 hooks.APPROVAL_REQUESTED.append(request_approval)
+hooks.RECONCILED.append(reconciled)

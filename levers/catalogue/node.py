@@ -1,7 +1,8 @@
 """node-quarantine: taint a GPU node NoSchedule with a reason, plus reason and ticket labels.
 
 Guarded by the node's resourceVersion (one retry on conflict is the
-executor's) and by the cell's budgets: a rate per hour and a minHealthy floor.
+executor's) and by the cell's budgets: a rate per hour and a minHealthy floor,
+both reserved in one atomic step just before the write (levers/budgets.py).
 """
 from __future__ import annotations
 
@@ -69,3 +70,9 @@ class NodeQuarantine(Lever):
 
     async def release(self, ctx: Ctx, plan: Plan) -> None:
         await budgets.release(ctx)
+
+    async def applied(self, ctx: Ctx, plan: Plan) -> None:
+        await budgets.landed(ctx)
+
+    async def undone(self, ctx: Ctx) -> None:
+        await budgets.freed(ctx)

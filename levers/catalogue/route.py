@@ -85,7 +85,7 @@ class RouteWeight(Lever):
                                    "would have nowhere to go.")
         else:
             receivers = [p.backend]
-        ctx.scratch.update(receivers=receivers, field=fld, baseline=baseline)
+        ctx.scratch.update(receivers=receivers)
         pointer = ptr("spec", "rules", r, "backendRefs", i, "weight")
         changes: dict[str, Any] = {pointer: new}
         pre: dict[str, Any] = {pointer: read(obj, pointer)}
@@ -105,11 +105,12 @@ class RouteWeight(Lever):
         call = ApiCall("PATCH", self.path(ctx), JSON_PATCH, ops, kubectl_patch(
             ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "json", ops))
         pct = round(100 * new / baseline) if baseline else 0
-        return Plan([call], changes, pre, f"{p.backend} weight {current}→{new} ({pct}% of baseline {baseline})")
+        return Plan([call], changes, pre, f"{p.backend} weight {current}→{new} ({pct}% of baseline {baseline})",
+                    meta={"field": fld, "baseline": baseline})
 
     async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
         dwell = ctx.policy.route_weight.min_dwell_minutes * 60
-        last = await ctx.svc.redis.hget(_state_key(ctx), f"{ctx.scratch['field']}:last")
+        last = await ctx.svc.redis.hget(_state_key(ctx), f"{plan.meta['field']}:last")
         now = ctx.svc.clock.now()
         if last is not None and now - float(last) < dwell:
             raise LeverRefusal(
@@ -126,6 +127,8 @@ class RouteWeight(Lever):
         plan.notes.append(await headroom.check(ctx.svc, cells))
 
     async def applied(self, ctx: Ctx, plan: Plan) -> None:
-        key, fld = _state_key(ctx), ctx.scratch["field"]
-        await ctx.svc.redis.hsetnx(key, f"{fld}:baseline", ctx.scratch["baseline"])
+        if "field" not in plan.meta:
+            return  # a request stored before plans kept their bookkeeping: no step to remember
+        key, fld = _state_key(ctx), plan.meta["field"]
+        await ctx.svc.redis.hsetnx(key, f"{fld}:baseline", plan.meta["baseline"])
         await ctx.svc.redis.hset(key, f"{fld}:last", ctx.svc.clock.now())

@@ -2,6 +2,7 @@
 a kubeconfig naming them, and the real app over HTTP wired to them."""
 from __future__ import annotations
 
+import asyncio
 import copy
 from pathlib import Path
 from typing import AsyncIterator
@@ -9,9 +10,11 @@ from typing import AsyncIterator
 import pytest
 import yaml
 
+from tests.conftest import T0
 from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.harness import RunningApp, start_app
 from tests.levers.helpers import Cells
+from tests.support.prometheus import PrometheusServer, ensure_services_installed, ttft_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,10 +71,31 @@ def policy_overrides() -> dict:
     return {"rollout_verify_seconds": 2, "api_timeout_seconds": 2}
 
 
+BURN = {"us-east-1": 0.2, "us-east-2": 0.001, "us-east-3": 0.001}  # 20x, 0.1x, 0.1x at a 99% SLO
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    """A real Prometheus with TTFT history for three cells (us-east-1 burning)."""
+    ensure_services_installed()
+    sc = ttft_scenario(BURN, start_ts=T0 - 7200, minutes=240)  # history runs past T0 so the clock can move
+    prom = PrometheusServer(tmp_path_factory.mktemp("prom"), sc)
+    asyncio.run(prom.start())
+    yield prom
+    asyncio.run(prom.stop())
+
+
 @pytest.fixture
-async def lapp(slack, redis_url, clock, cells: Cells, tmp_path: Path, policy_overrides: dict) -> AsyncIterator[RunningApp]:
+def app_settings() -> dict:
+    """Extra settings for `lapp` (a test module may override this fixture)."""
+    return {}
+
+
+@pytest.fixture
+async def lapp(slack, redis_url, clock, cells: Cells, tmp_path: Path, policy_overrides: dict,
+               app_settings: dict) -> AsyncIterator[RunningApp]:
     app = await start_app(slack, redis_url, clock, kubeconfig=str(cells.kubeconfig),
-                          firebreak_policy_dir=str(write_policy(tmp_path, **policy_overrides)))
+                          firebreak_policy_dir=str(write_policy(tmp_path, **policy_overrides)), **app_settings)
     yield app
     kube = app.services.extras.get("kube")
     if kube is not None:

@@ -49,7 +49,11 @@ async def test_grant_provider_lets_a_user_pull_and_is_told(lapp, cells, monkeypa
     async def on_use(svc, inc_, rec, grant):
         used.append((rec.id, grant))
 
+    async def active(svc, inc_, grant, user, lever, cell):  # asked again just before it runs
+        return await grants(svc, inc_, user, lever, cell) == grant
+
     monkeypatch.setattr(hooks, "GRANT_PROVIDERS", [grants])
+    monkeypatch.setattr(hooks, "GRANT_ACTIVE", [active])
     monkeypatch.setattr(hooks, "GRANT_USED", [on_use])
     out = await say(lapp, "lever kueue-hold research-h100", NOBODY, inc.channel_id)  # the incident's only cell
     assert "applied and verified" in out, out

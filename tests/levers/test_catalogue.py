@@ -3,6 +3,7 @@ line produces on an identical object; the wire carries exactly the planned calls
 original exactly; --dry-run changes nothing."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -21,8 +22,10 @@ class Case:
     kind: str
     name: str
     namespace: str | None
-    kubectl: list[list[str]]  # the seed's lines (context us-east-3)
+    kubectl: list[list[str]] | None  # the seed's lines; None: `kubectl patch --type=json` with the plan's body
     effect: str
+    cluster: str = "east3"  # which fake cell holds the object
+    context: str = "us-east-3"
 
 
 CASES = {
@@ -57,7 +60,18 @@ CASES = {
     "rollout-abort": Case("lever rollout-abort serve-chat/llm-70b --cell us-east-3", MODEL, "rollout", "llm-70b",
                           "serve-chat", [["patch", "rollout", "llm-70b", "-n", "serve-chat", "--subresource=status",
                                           "--type=merge", "-p", '{"status":{"abort":true}}']], "abort"),
+    # The global route table: the fleet context, approval, and a guarded JSON patch as the reference.
+    "route-weight": Case("lever route-weight edge/chat-global backend=cell-us-east-1", OPS, "httproute",
+                         "chat-global", "edge", None, "cell-us-east-1 weight 50→25", "fleet", "global"),
 }
+
+
+@pytest.fixture
+def app_settings(request) -> dict:
+    """route-weight checks the receivers' headroom: give it the real Prometheus."""
+    if request.node.callspec.params.get("lever") == "route-weight":
+        return {"prometheus_url": request.getfixturevalue("prometheus").url}
+    return {}
 
 
 @pytest.fixture
@@ -77,7 +91,8 @@ async def _pull(app, cells, case: Case, channel: str, asked: list) -> str:
     if asked:  # needs approval: the IC approves, then the executor runs it
         assert "needs approval" in out, out
         rec = asked[-1]
-        assert cells.east3.requests and not patches(cells.east3)  # planned from a read; nothing written yet
+        cell = getattr(cells, case.cluster)
+        assert cell.requests and not patches(cell)  # planned from a read; nothing written yet
         assert await transition(app.services.redis, rec.id, {"pending_approval"}, "approved", approved_by="U_IC")
         res = await execute_approved(app.services, rec.id, "U_IC")
         out = res.message
@@ -87,23 +102,33 @@ async def _pull(app, cells, case: Case, channel: str, asked: list) -> str:
 @pytest.mark.parametrize("lever", sorted(CASES))
 async def test_lever_matches_kubectl_and_undoes_exactly(lever, lapp, cells, approvals):
     case = CASES[lever]
+    cell = getattr(cells, case.cluster)
     inc = await incident(lapp, {"ops": OPS, "model": MODEL, "security": SEC})
-    original = cells.east3.get(case.kind, case.name, case.namespace)
-    reference = None
-    if KUBECTL:
-        for args in case.kubectl:
-            await kubectl(cells.kubeconfig, "us-east-3", *args)
-        reference = comparable(cells.east3.get(case.kind, case.name, case.namespace))
-        cells.east3.put(original)
-        original = cells.east3.get(case.kind, case.name, case.namespace)
-    cells.east3.requests.clear()
+    original = cell.get(case.kind, case.name, case.namespace)
+    cell.requests.clear()
 
     # Dry run: the exact calls, and nothing written.
     dry = await say(lapp, case.command + " --dry-run", case.user, inc.channel_id)
     assert "(dry run)" in dry and "Nothing was changed" in dry and "Content-Type: application/" in dry, dry
-    assert "kubectl --context us-east-3" in dry
-    assert not patches(cells.east3)
-    assert cells.east3.get(case.kind, case.name, case.namespace) == original
+    assert f"kubectl --context {case.context}" in dry
+    assert not patches(cell)
+    assert cell.get(case.kind, case.name, case.namespace) == original
+    planned = await get_request(lapp.services.redis, "REQ-1")
+    lines = case.kubectl
+    if lines is None:
+        body = json.dumps(planned.plan["body"], separators=(",", ":"))
+        assert planned.plan["content_type"] == "application/json-patch+json"
+        assert planned.plan["kubectl"].startswith(f"kubectl --context {case.context} patch httproutes.")
+        lines = [["patch", case.kind, case.name, "-n", case.namespace, "--type=json", "-p", body]]
+    reference = None
+    if KUBECTL:
+        for args in lines:
+            await kubectl(cells.kubeconfig, case.context, *args)
+        reference = comparable(cell.get(case.kind, case.name, case.namespace))
+        assert reference != comparable(original)
+        cell.put(original)
+        original = cell.get(case.kind, case.name, case.namespace)
+    cell.requests.clear()
     approvals.clear()
 
     out = await _pull(lapp, cells, case, inc.channel_id, approvals)
@@ -112,10 +137,10 @@ async def test_lever_matches_kubectl_and_undoes_exactly(lever, lapp, cells, appr
     rec = await get_request(lapp.services.redis, req_id)
     assert rec is not None and rec.state == "done"
     # The wire carried exactly the planned calls.
-    sent = patches(cells.east3)
+    sent = patches(cell)
     assert [(r.method, r.path, r.content_type, r.body) for r in sent] == [
         (c["method"], c["path"], c["content_type"], c["body"]) for c in rec.plan["calls"]]
-    after = cells.east3.get(case.kind, case.name, case.namespace)
+    after = cell.get(case.kind, case.name, case.namespace)
     assert after["metadata"]["annotations"]["firebreak.io/request"] == req_id
     assert after["metadata"]["annotations"]["firebreak.io/incident"] == inc.id
     if reference is not None:
@@ -126,7 +151,7 @@ async def test_lever_matches_kubectl_and_undoes_exactly(lever, lapp, cells, appr
         assert "can't be undone by Firebreak" in undo and "deploy" in undo, undo
         return
     assert f"{req_id} {lever}" in undo and "undone" in undo, undo
-    restored = cells.east3.get(case.kind, case.name, case.namespace)
+    restored = cell.get(case.kind, case.name, case.namespace)
     assert comparable(restored, drop_provenance=False) == comparable(original, drop_provenance=False)
     assert (await get_request(lapp.services.redis, req_id)).state == "undone"
     again = await lapp.run(f"undo {req_id}", user=case.user, channel=inc.channel_id)

@@ -8,6 +8,7 @@ import pytest
 
 from levers.requests import get_request
 from tests.conftest import audit_entries
+from tests.fakes.kube import samples
 from tests.levers.helpers import MODEL, OPS, channel_texts, comparable, incident, say
 
 CQ_PATCH = r"/clusterqueues/research-h100$"
@@ -16,6 +17,11 @@ CQ_PATCH = r"/clusterqueues/research-h100$"
 @pytest.fixture
 def policy_overrides() -> dict:
     return {"api_timeout_seconds": 1, "rollout_verify_seconds": 1}
+
+
+@pytest.fixture
+def app_settings(prometheus) -> dict:
+    return {"prometheus_url": prometheus.url}  # route-weight's headroom check
 
 
 @pytest.mark.parametrize("status,times,expect", [
@@ -65,7 +71,11 @@ async def test_timeout_reports_and_late_write_cannot_land(lapp, cells):
     assert first.status == 409
     assert comparable(cells.east3.get("clusterqueue", "research-h100"), False) == comparable(original, False)
     assert (await get_request(lapp.services.redis, "REQ-1")).state == "failed"
-    assert any(e["action"] == "lever.failed" for e in await audit_entries(lapp, inc.id))
+    assert out.startswith("REQ-1 kueue-hold research-h100 (us-east-3): failed: Timeout: no answer within 1s")
+    assert out in channel_texts(lapp, inc.channel_id)
+    [failed] = [e for e in await audit_entries(lapp, inc.id) if e["action"] == "lever.failed"]
+    assert failed["detail"]["request"] == "REQ-1" and failed["detail"]["message"] == out
+    assert failed["detail"]["reason"].startswith("Timeout: no answer within 1s")
 
 
 async def test_second_call_failing_restores_the_first(lapp, cells):
@@ -92,3 +102,32 @@ async def test_missing_object_and_unknown_cell_are_clear(lapp, cells):
     out = await say(lapp, "lever frobnicate x", OPS, inc.channel_id)
     assert "is not a lever" in out and "Usage" in out, out
     assert not [r for r in cells.east3.requests if r.method != "GET"]
+
+
+ROUTE_PATCH = r"/httproutes/chat-local$"
+
+
+async def test_json_patch_422_retries_only_a_failed_test_op(lapp, cells):
+    """route-weight sends a guarded JSON patch. A failed `test` op means the route moved: re-read and,
+    if the plan still holds, send once more. A schema 422 is final: not retried as a conflict."""
+    cells.east3.put(samples.http_route("edge", "chat-local", {"cell-us-east-2": 50, "cell-us-east-3": 50}))
+    inc = await incident(lapp, {"ops": OPS})
+    original = cells.east3.get("httproute", "chat-local", "edge")
+    cells.east3.fail_next("PATCH", ROUTE_PATCH, 422, reason="Invalid", message=(
+        'HTTPRoute.gateway.networking.k8s.io "chat-local" is invalid: spec.rules[0].backendRefs[1].weight: '
+        "Invalid value: 25: must be a multiple of 10"))
+    out = await route_step(lapp, inc)
+    assert "failed: 422 Invalid: HTTPRoute.gateway.networking.k8s.io \"chat-local\" is invalid" in out, out
+    assert [r.status for r in cells.east3.find_requests("PATCH", ROUTE_PATCH)] == [422]
+    assert comparable(cells.east3.get("httproute", "chat-local", "edge"), False) == comparable(original, False)
+
+    cells.east3.fail_next("PATCH", ROUTE_PATCH, 422, reason="Invalid",
+                          message="testing value /metadata/resourceVersion failed: test failed")
+    out = await route_step(lapp, inc)
+    assert "applied and verified (cell-us-east-3 weight 50→25" in out, out
+    assert [r.status for r in cells.east3.find_requests("PATCH", ROUTE_PATCH)] == [422, 422, 200]
+
+
+async def route_step(lapp, inc) -> str:
+    return await say(lapp, "lever route-weight edge/chat-local --cell us-east-3 backend=cell-us-east-3", OPS,
+                     inc.channel_id)

@@ -9,7 +9,9 @@ import pytest
 from bot.policy.loader import PolicyError, load_policy
 from tests.fakes.kube import samples
 from tests.levers.conftest import write_policy
-from tests.levers.helpers import MODEL, OPS, incident, say
+from levers.requests import get_request
+from tests.conftest import audit_entries
+from tests.levers.helpers import MODEL, OPS, channel_texts, incident, say
 
 
 async def _controller(cell) -> None:
@@ -38,6 +40,15 @@ async def test_rollout_abort_unverified_says_what_it_read(lapp, cells):
     inc = await incident(lapp, {"model": MODEL})
     out = await say(lapp, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
     assert "NOT verified: abort set, but stable at 80%, canary 20%" in out, out
+    assert out.startswith("REQ-1 rollout-abort serve-chat/llm-70b (us-east-3): applied, rv "), out
+    assert out in channel_texts(lapp, inc.channel_id)
+    rec = await get_request(lapp.services.redis, "REQ-1")
+    assert rec.state == "done" and rec.result["ok"] is False and rec.result["verified"] is False
+    entries = await audit_entries(lapp, inc.id)
+    [done] = [e for e in entries if e["action"] == "lever.done"]
+    assert done["detail"]["verified"] is False and "but NOT verified" in done["detail"]["message"]
+    [cmd] = [e for e in entries if e["action"] == "command.lever"]
+    assert cmd["detail"]["result"] == "error"  # applied but unverified is not reported as a success
 
 
 async def test_keda_pause_reads_a_rollout_target_scale(lapp, cells):

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from levers.requests import get_request
 from tests.levers.helpers import OPS, incident, patches, say
 
 
@@ -71,8 +72,6 @@ async def test_conflict_retries_once_with_the_new_resource_version(lapp, cells):
 
 
 async def test_budget_override_asks_the_ic_and_runs_once_approved(lapp, cells, clock):
-    from levers.requests import get_request
-
     inc = await incident(lapp, {"ops": OPS})
     ch = inc.channel_id
     for i in range(2):
@@ -111,3 +110,29 @@ async def test_override_takes_only_budget(lapp, cells):
     out = await say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79 override=all", OPS, inc.channel_id)
     assert "override= takes `budget`" in out and "Usage" in out, out
     assert patches(cells.east3) == []
+
+
+async def test_concurrent_quarantines_cannot_both_squeeze_under_the_floor(lapp, cells, clock):
+    """1 of 10 out, floor 20%: two pulls race for the one place left. Both plan from a listing that
+    shows one node out (their PATCHes are held back), so only the atomic reservation can stop the
+    second."""
+    inc = await incident(lapp, {"ops": OPS})
+    ch = inc.channel_id
+    assert "applied" in await say(lapp, "lever node-quarantine gpu-a3-0000 reason=xid79", OPS, ch)
+    clock.advance(3601)  # a fresh hour: the rate budget (2) allows both; only the floor decides
+    cells.east3.delay_next("PATCH", r"/nodes/gpu-a3-000[12]$", seconds=0.5, times=2)
+    outs = await asyncio.gather(say(lapp, "lever node-quarantine gpu-a3-0001 reason=xid79", OPS, ch),
+                                say(lapp, "lever node-quarantine gpu-a3-0002 reason=xid79", OPS, ch))
+    applied = [o for o in outs if "applied and verified" in o]
+    refused = [o for o in outs if "Quarantine floor" in o]
+    assert len(applied) == 1 and len(refused) == 1, outs
+    assert ("us-east-3 has 2 of 10 GPU nodes quarantined; " in refused[0]
+            and "would make it 3 of 10 (30%), above the policy maximum of 20%" in refused[0]), refused
+    assert "nothing changed" in refused[0]
+    assert len(quarantined(cells.east3)) == 2
+    # The refused pull gave its hour's slot back; the applied one holds its floor place until undone.
+    loser = refused[0].split()[0]
+    assert (await get_request(lapp.services.redis, loser)).state == "failed"
+    winner = applied[0].split()[0]
+    assert "undone" in await say(lapp, f"undo {winner}", OPS, ch)
+    assert "applied and verified" in await say(lapp, "lever node-quarantine gpu-a3-0003 reason=xid79", OPS, ch)

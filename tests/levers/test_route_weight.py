@@ -11,25 +11,11 @@ from levers.base import LEVERS, Ctx, Target, params_of
 from levers.executor import execute_approved
 from levers.kube import KubeError, kube_for
 from levers.requests import get_request, transition
-from tests.conftest import T0
 from tests.fakes.kube import samples
 from tests.harness import start_app
 from tests.levers.conftest import write_policy
 from tests.levers.helpers import OPS, comparable, incident, patches, say
 from tests.support.ports import free_port
-from tests.support.prometheus import PrometheusServer, ensure_services_installed, ttft_scenario
-
-BURN = {"us-east-1": 0.2, "us-east-2": 0.001, "us-east-3": 0.001}  # 20x, 0.1x, 0.1x at a 99% SLO
-
-
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory):
-    ensure_services_installed()
-    sc = ttft_scenario(BURN, start_ts=T0 - 7200, minutes=240)  # history runs past T0 so the clock can move
-    prom = PrometheusServer(tmp_path_factory.mktemp("prom"), sc)
-    asyncio.run(prom.start())
-    yield prom
-    asyncio.run(prom.stop())
 
 
 @pytest.fixture
@@ -148,3 +134,24 @@ async def test_guard_fails_a_concurrent_edit_instead_of_overwriting(rapp, cells)
         await client.send(plan.calls[0])
     assert err.value.code == 422
     assert weights(cells.east3, "chat-local")["cell-us-east-3"] == 40
+
+
+async def test_no_data_for_a_receiver_refuses(rapp, cells):
+    cells.east3.put(samples.http_route("edge", "chat-eu", {"cell-us-east-3": 50, "cell-eu-west-9": 50}))
+    inc = await incident(rapp, {"ops": OPS})
+    out = await say(rapp, "lever route-weight edge/chat-eu --cell us-east-3 backend=cell-us-east-3", OPS,
+                    inc.channel_id)
+    assert out == ("REQ-1 route-weight edge/chat-eu (us-east-3) refused: Prometheus has no TTFT data for "
+                   "receiving cell eu-west-9; can't confirm headroom, so nothing changed."), out
+    assert not patches(cells.east3)
+
+
+async def test_prometheus_url_unset_refuses(lapp, cells):
+    cells.east3.put(samples.http_route("edge", "chat-local", {"cell-us-east-2": 50, "cell-us-east-3": 50}))
+    assert not lapp.services.settings.prometheus_url
+    inc = await incident(lapp, {"ops": OPS})
+    out = await say(lapp, "lever route-weight edge/chat-local --cell us-east-3 backend=cell-us-east-3", OPS,
+                    inc.channel_id)
+    assert out == ("REQ-1 route-weight edge/chat-local (us-east-3) refused: Headroom check needs Prometheus and "
+                   "PROMETHEUS_URL is not set; route-weight refuses without it."), out
+    assert not patches(cells.east3)
