@@ -43,11 +43,14 @@ def _snooze(value: str) -> tuple[Command, str | None]:
 
 
 async def _update_public_check(svc: "Services", cmd: Command, inc_id: str | None) -> ModalInputError | None:
-    from bot.comms.update import public_problem  # the same rule `/incident update` applies
+    from bot.comms.update import public_problem, secret_problem  # the rules `/incident update` applies
 
     inc = await svc.incidents.get(inc_id) if inc_id else None
     if inc is None or not isinstance(cmd, Update):
         return None
+    leak = secret_problem(svc, cmd.text)
+    if leak:
+        return ModalInputError(cards.UPDATE_BLOCK, leak)
     bad = await public_problem(svc, inc, cmd.text)
     # Refused on the form itself, so the person keeps what they typed.
     return ModalInputError(cards.UPDATE_BLOCK, bad[0][:2000]) if bad else None

@@ -19,11 +19,13 @@ class Remind(Command):
 
 
 class Escalate(Command):
-    """The update for ``due`` is overdue by the grace: tell the IC (scheduler)."""
+    """The update for ``due`` is overdue by the grace: tell the IC (scheduler). Repeated every
+    interval (``round`` 2, 3, …) while the incident is active and no update came."""
 
     name: ClassVar[str] = "escalate"
     due: str = Field(pattern=_DUE)
     late: bool = False
+    round: int = Field(default=1, ge=1, le=10_000)
 
 
 class HandoffNudge(Command):

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from bot.comms import timers
 from bot.comms.commands import HandoffNudge
-from bot.comms.system import claim_once, run_system
+from bot.comms.system import Once, run_system
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
 from bot.incidents.models import Incident
@@ -25,8 +25,8 @@ async def nudge(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     h = await svc.incidents.get_handoff(inc.id, cmd.handoff)
     if h is None or h.status != "pending" or not inc.is_open or not inc.channel_id:
         raise Refusal(f"Handoff {cmd.handoff} no longer needs a nudge.", skipped="not_pending")
-    mark = Keys.comms(inc.id, f"nudged:{h.id}")
-    if not await claim_once(svc, mark):
+    once = Once(svc, Keys.comms(inc.id, f"nudged:{h.id}"))
+    if not await once.claim():
         raise Refusal("Already nudged.", skipped="duplicate")
     outgoing = h.from_user or h.requested_by
     minutes = (svc.clock.now() - h.requested_at) / 60
@@ -36,8 +36,9 @@ async def nudge(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     try:
         await svc.slack.post(inc.channel_id, text)
     except SlackFailure as f:
-        await svc.redis.delete(mark)
+        await once.release()
         return Outcome(result="error", message=f"Slack refused the nudge ({f.error}); it will be retried.")
+    await once.done()
     return Outcome(message="nudged", audit={"handoff": h.id, "to": outgoing})
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bot.clock import hhmm, iso
 from bot.comms import cards, timers
 from bot.comms.commands import Escalate, Remind
-from bot.comms.system import claim_once, run_system
+from bot.comms.system import Once, run_system
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
 from bot.incidents.models import Incident, Status
@@ -35,15 +35,17 @@ def _mention(user: str | None) -> str:
 
 async def _post_once(svc: "Services", inc: Incident, mark: str, text: str, blocks=None) -> Outcome | None:
     """Post once per mark; on a Slack failure release the mark and ask for a retry."""
-    if not await claim_once(svc, mark):
+    once = Once(svc, mark)
+    if not await once.claim():
         raise Refusal("Already posted for this due.", skipped="duplicate")
     assert inc.channel_id
     try:
         await svc.slack.post(inc.channel_id, text, blocks)
     except SlackFailure as f:
-        await svc.redis.delete(mark)
+        await once.release()
         return Outcome(result="error", message=f"Slack refused the post ({f.error}); it will be retried.",
                        audit={"slack_error": f.error})
+    await once.done()
     return None
 
 
@@ -68,7 +70,7 @@ async def remind(svc: "Services", req: Request, inc: Incident | None) -> Outcome
                               cards.reminder_blocks(text, inc.id, cmd.due, cad.snooze_minutes))
     if failed:
         return failed
-    await timers.scheduler(svc).schedule(timers.ESCALATE, inc.id, due + cad.escalate_after_minutes * 60,
+    await timers.scheduler(svc).schedule(timers.ESCALATE, inc.id, timers.escalation_at(due, 1, cad, inc.sev),
                                          {"due": cmd.due})
     return Outcome(message="reminder posted", audit={"due": iso(due), "to": who, "late": cmd.late,
                                                      "lateness_s": round(now - due, 3)})
@@ -82,13 +84,20 @@ async def escalate(svc: "Services", req: Request, inc: Incident | None) -> Outco
     _check_due(inc, due)
     ic, comms = inc.holder("ic"), inc.holder("comms")
     also = f" (reminder went to <@{comms}>)" if comms and comms != ic else ""
-    text = (f":rotating_light: {_mention(ic)} {inc.id}'s update is overdue: it was due {hhmm(due)} UTC{also}. "
-            "Post one with `/incident update <text>`, or hand Comms to someone who can.")
-    failed = await _post_once(svc, inc, Keys.comms(inc.id, f"escalated:{cmd.due}"), text)
+    still = "still " if cmd.round > 1 else ""
+    text = (f":rotating_light: {_mention(ic)} {inc.id}'s update is {still}overdue: it was due {hhmm(due)} UTC"
+            f"{also}. Post one with `/incident update <text>`, or hand Comms to someone who can.")
+    mark = f"escalated:{cmd.due}" + (f":{cmd.round}" if cmd.round > 1 else "")
+    failed = await _post_once(svc, inc, Keys.comms(inc.id, mark), text)
     if failed:
         return failed
-    fire_at = due + svc.policy.cadence.escalate_after_minutes * 60
-    return Outcome(message="escalated", audit={"due": iso(due), "to": ic, "late": cmd.late,
+    cad = svc.policy.cadence
+    # Until an update is posted (the due moves) or the incident stops being active.
+    await timers.scheduler(svc).schedule(timers.ESCALATE, inc.id,
+                                         timers.escalation_at(due, cmd.round + 1, cad, inc.sev),
+                                         {"due": cmd.due, "round": cmd.round + 1})
+    fire_at = timers.escalation_at(due, cmd.round, cad, inc.sev)
+    return Outcome(message="escalated", audit={"due": iso(due), "to": ic, "late": cmd.late, "round": cmd.round,
                                                "lateness_s": round(now - fire_at, 3)})
 
 
@@ -99,4 +108,5 @@ async def _remind_job(svc: "Services", job: Job) -> None:
 
 @job_handler(timers.ESCALATE)
 async def _escalate_job(svc: "Services", job: Job) -> None:
-    await run_system(svc, Escalate(due=job.payload["due"], late=job.late), job.key)
+    await run_system(svc, Escalate(due=job.payload["due"], late=job.late, round=int(job.payload.get("round", 1))),
+                     job.key)

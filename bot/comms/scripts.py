@@ -27,3 +27,25 @@ if tonumber(due) == nil or math.abs(tonumber(due) - tonumber(ARGV[1])) > 0.001 t
 redis.call('HSET', KEYS[1], 'next_update_due', ARGV[2])
 return {1, ARGV[2]}
 """
+
+# Dedupe marks for a side effect (a reminder, an escalation, a nudge, a flagged event), in two
+# steps so a crash between the mark and the post cannot lose the post: "pending:<until>" while
+# one process posts, "done" after the post landed. A pending mark past its time (the process
+# died; the scheduler redelivers after its lease) can be claimed again. Times are the app clock's.
+# KEYS: mark. ARGV: now, pending_until, keep_seconds. -> 1 claimed, 0 done or being posted.
+MARK_CLAIM = """
+local v = redis.call('GET', KEYS[1])
+if v then
+  local pending = string.match(v, '^pending:(.+)$')
+  -- Anything that is not a pending mark ("done", or "1" from before marks had two steps) is done.
+  if not pending or tonumber(pending) > tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], 'pending:' .. ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+# KEYS: mark. ARGV: pending value to release. Release only our own claim (the post failed).
+MARK_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""

@@ -19,3 +19,7 @@ def scan(text: str, extra: list[SecretPattern] | tuple[SecretPattern, ...] = ())
     if not text:
         return []
     return list(dict.fromkeys(kind for kind, rx in _compiled(tuple(extra)) if rx.search(text)))
+
+
+def kinds_text(kinds: list[str]) -> str:
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]

@@ -1,13 +1,16 @@
-"""Running a timer's work as a system request through the one executor."""
+"""Running a timer's work as a system request, and posting a side effect once."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bot.comms import scripts
 from bot.core import dispatch
 from bot.core.request import Command, Request, Source
 
 if TYPE_CHECKING:
     from bot.core.services import Services
+
+KEEP_S = 14 * 86400  # how long a done mark outlives its due (redeliveries come far sooner)
 
 
 class JobRetry(Exception):
@@ -21,6 +24,31 @@ async def run_system(svc: "Services", cmd: Command, inc_id: str) -> None:
         raise JobRetry(out.message)
 
 
-async def claim_once(svc: "Services", key: str) -> bool:
-    """A dedupe mark for a side effect: True for the first caller only."""
-    return bool(await svc.redis.set(key, "1", nx=True, ex=14 * 86400))
+class Once:
+    """A two-step dedupe mark (scripts.MARK_CLAIM): claim, post, then done or release.
+
+    The claim holds for a little less than the scheduler's lease, so when a claimer dies
+    mid-post the job the scheduler hands out again finds the claim expired and posts.
+    """
+
+    def __init__(self, svc: "Services", key: str) -> None:
+        self.svc, self.key, self._value = svc, key, ""
+
+    async def claim(self) -> bool:
+        svc = self.svc
+        until = svc.clock.now() + svc.extras["scheduler"].lease * 0.9
+        self._value = f"pending:{until!r}"
+        ok = await svc.redis.register_script(scripts.MARK_CLAIM)(
+            keys=[self.key], args=[repr(svc.clock.now()), repr(until), KEEP_S])
+        return bool(ok)
+
+    async def done(self) -> None:
+        await self.svc.redis.set(self.key, "done", ex=KEEP_S)
+
+    async def release(self) -> None:
+        await self.svc.redis.register_script(scripts.MARK_RELEASE)(keys=[self.key], args=[self._value])
+
+
+async def is_done(svc: "Services", key: str) -> bool:
+    v = await svc.redis.get(key)
+    return v is not None and not v.startswith("pending:")

@@ -8,12 +8,14 @@ stale job can never post a wrong reminder.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot import logs
 from bot.comms import scripts
+from bot.comms.system import is_done
 from bot.core import dispatch
 from bot.core.request import Outcome, Request
+from bot.policy.models import CadencePolicy
 from bot.scheduler import Scheduler, on_start
 from bot.store import Keys
 
@@ -25,6 +27,11 @@ log = logs.get(__name__)
 REMIND = "cadence.remind"
 ESCALATE = "cadence.escalate"
 NUDGE = "handoff.nudge"
+
+
+def escalation_at(due: float, round_: int, cadence: CadencePolicy, sev: int) -> float:
+    """When escalation ``round_`` fires: the grace after the due, then every interval."""
+    return due + cadence.escalate_after_minutes * 60 + (round_ - 1) * cadence.interval_minutes[sev] * 60
 
 
 def scheduler(svc: "Services") -> Scheduler:
@@ -56,15 +63,23 @@ async def repair(svc: "Services", inc_id: str) -> None:
     target = await sync(svc, inc_id)
     if not target:
         return
-    r, s = svc.redis, scheduler(svc)
-    if not await r.exists(Keys.comms(inc_id, f"reminded:{target}")):
-        kind, at = REMIND, float(target)
-    elif not await r.exists(Keys.comms(inc_id, f"escalated:{target}")):
-        kind, at = ESCALATE, float(target) + svc.policy.cadence.escalate_after_minutes * 60
+    s, due, cad = scheduler(svc), float(target), svc.policy.cadence
+    payload: dict[str, Any] = {"due": target}
+    if not await is_done(svc, Keys.comms(inc_id, f"reminded:{target}")):
+        kind, at = REMIND, due
+    elif not await is_done(svc, Keys.comms(inc_id, f"escalated:{target}")):
+        kind, at = ESCALATE, due + cad.escalate_after_minutes * 60
     else:
-        return
+        # Escalations repeat; the next round from now (a round missed while every process was down is
+        # not replayed: the next one says the same).
+        inc = await svc.incidents.get(inc_id)
+        if inc is None:
+            return
+        first, every = escalation_at(due, 1, cad, inc.sev), cad.interval_minutes[inc.sev] * 60
+        nxt = int(max(0.0, svc.clock.now() - first) // every) + 2
+        kind, at, payload = ESCALATE, escalation_at(due, nxt, cad, inc.sev), {"due": target, "round": nxt}
     if await s.pending(kind, inc_id) is None:
-        await s.schedule(kind, inc_id, at, {"due": target})
+        await s.schedule(kind, inc_id, at, payload)
 
 
 async def _after(svc: "Services", req: Request, outcome: Outcome, inc_id: str | None) -> None:

@@ -2,14 +2,19 @@
 
 The update goes to the incident channel and, as the public summary, to
 FIREBREAK_STAKEHOLDER_CHANNEL. Text naming a cell or a node is refused before
-anything is recorded or posted, with the words and a product × region rewrite.
+anything is recorded or posted, with the words and a product × region rewrite;
+so is text holding a secret (naming its kind, never the secret). The secret is
+kept out of every audit entry too: ``_withhold_secrets`` filters the arguments
+the executor records for any command, with the built-in and policy patterns.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from bot.clock import hhmm
-from bot.comms import public
+from typing import Any
+
+from bot.comms import public, secrets
 from bot.core.grammar import Spec
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
@@ -22,8 +27,17 @@ if TYPE_CHECKING:
     from bot.core.services import Services
 
 
-async def _private_names(svc: "Services", inc: Incident) -> list[str]:
-    names = list(inc.cells)
+def secret_problem(svc: "Services", text: str) -> str | None:
+    """Why ``text`` must not be posted or stored because it holds a secret, or None."""
+    kinds = secrets.scan(text, svc.policy.comms.secret_patterns)
+    if not kinds:
+        return None
+    return (f"Not posted: that update looks like it contains a {secrets.kinds_text(kinds)}. Nothing was posted "
+            "or stored. Rotate that credential, then post the update without it.")
+
+
+async def _private_nodes(svc: "Services", inc: Incident) -> list[str]:
+    names: list[str] = []
     for source in public.PRIVATE_NAMES:
         names += await source(svc, inc)
     return names
@@ -31,12 +45,13 @@ async def _private_names(svc: "Services", inc: Incident) -> list[str]:
 
 async def public_problem(svc: "Services", inc: Incident, text: str) -> tuple[str, list[str]] | None:
     """Why ``text`` cannot be the public summary (message, offending words), or None."""
-    bad = public.offending(text, svc.policy.comms.public, await _private_names(svc, inc))
+    rules, nodes = svc.policy.comms.public, await _private_nodes(svc, inc)
+    bad = public.offending(text, rules, [*inc.cells, *nodes])
     if not bad:
         return None
     words = ", ".join(f"`{w}`" for w in bad)
     return (f"Not posted: public updates are product × region, and this names {words}. "
-            f"Try: `/incident update {public.suggestion(inc)}`", bad)
+            f"Try: `/incident update {public.rewrite(text, bad, rules, nodes, inc)}`", bad)
 
 
 async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str:
@@ -58,6 +73,9 @@ async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str
 async def update(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     cmd: Update = req.command  # type: ignore[assignment]
     assert inc is not None
+    leak = secret_problem(svc, cmd.text)
+    if leak:
+        raise Refusal(leak, secret_kinds=secrets.scan(cmd.text, svc.policy.comms.secret_patterns))
     bad = await public_problem(svc, inc, cmd.text)
     if bad:
         raise Refusal(bad[0], offending=bad[1])

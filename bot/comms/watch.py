@@ -2,7 +2,8 @@
 
 The message listener scans first (pure, no I/O); only a flagged message in an
 incident channel becomes a request, deduplicated by Slack's event_id in Redis
-so a retried delivery is never processed twice. The warning names the kind of
+so a retried delivery is never processed twice (a delivery whose processing died
+or whose warning Slack refused is processed again). The warning names the kind of
 secret and never repeats it; the audit entry (from the one executor) holds the
 kinds and the message ts, not the text.
 """
@@ -14,8 +15,8 @@ from slack_bolt.async_app import AsyncApp
 
 from bot import logs
 from bot.comms.commands import SecretFlag
-from bot.comms.secrets import scan
-from bot.comms.system import claim_once
+from bot.comms.secrets import kinds_text, scan
+from bot.comms.system import Once
 from bot.core import dispatch
 from bot.core.registry import route
 from bot.core.request import Outcome, Request, Source
@@ -47,15 +48,11 @@ def human_message(event: dict[str, Any]) -> dict[str, Any] | None:
     return event
 
 
-def _kinds_text(kinds: list[str]) -> str:
-    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
-
-
 @route(SecretFlag, spec=None, summary="a pasted secret was flagged (message event)")
 async def secret_flag(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     cmd: SecretFlag = req.command  # type: ignore[assignment]
     assert inc is not None and inc.channel_id
-    text = (f":warning: <@{req.actor}> that message looks like it contains a {_kinds_text(cmd.kinds)}. "
+    text = (f":warning: <@{req.actor}> that message looks like it contains a {kinds_text(cmd.kinds)}. "
             "This channel is a data store: delete the message and rotate the credential now. "
             "Link to the audit-store query instead of pasting secrets, prompts or PII.")
     try:
@@ -80,13 +77,16 @@ def install(app: AsyncApp, svc: "Services") -> None:
         if inc_id is None:
             return
         event_id = str(body.get("event_id") or f"{channel}:{msg.get('ts')}")
-        if not await claim_once(svc, Keys.dedupe("slack-event", event_id)):
+        once = Once(svc, Keys.dedupe("slack-event", event_id))
+        if not await once.claim():
             log.info("event_duplicate", event_id=event_id)
             return
         # Warn in the message's thread (a reply in a thread warns in that thread).
         cmd = SecretFlag(kinds=kinds, message_ts=str(msg.get("thread_ts") or msg.get("ts") or "")[:40])
-        await dispatch.execute(svc, Request(command=cmd, actor=msg["user"], source=Source.event,
-                                            channel_id=channel, incident_id=inc_id))
+        out = await dispatch.execute(svc, Request(command=cmd, actor=msg["user"], source=Source.event,
+                                                  channel_id=channel, incident_id=inc_id))
+        # Not warned (Slack refused): Slack's own retry of the event gets another go.
+        await (once.done() if out.ok else once.release())
 
 
 slack_app.LISTENERS.append(install)

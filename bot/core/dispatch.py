@@ -1,23 +1,27 @@
 """The executor: every request, from any way in, passes through `execute`.
 
 Order: find the incident, one policy check, run the handler, one audit entry.
-A handler refuses by raising Refusal; an unexpected error is logged with the
-request id and answered with a short apology, never a stack trace.
+A handler refuses by raising Refusal. Whatever fails, the person gets a short
+answer with the request id (logged with it), never a stack trace, and the
+answer says "nothing changed" only when that is true: when the failure came
+before the handler ran (the store unreachable for the lookup or policy check).
 """
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import structlog
+from redis.exceptions import RedisError
 
 from bot import logs, metrics
 from bot.core import authz
-from bot.core.registry import ROUTES
+from bot.core.registry import ROUTES, Route
 from bot.core.request import Outcome, Refusal, Request
 
 if TYPE_CHECKING:
     from bot.core.services import Services
+    from bot.incidents.models import Incident
 
 log = logs.get(__name__)
 
@@ -25,48 +29,72 @@ log = logs.get(__name__)
 # derived state in step with the incident, e.g. comms timers after a SEV or status change.
 AFTER: list[Callable[["Services", Request, Outcome, str | None], Awaitable[None]]] = []
 
+UNREACHABLE = "Firebreak can't reach its store (ref `{ref}`); nothing changed. Try again in a minute."
+CHECK_FAILED = "Something failed on Firebreak's side (ref `{ref}`); nothing changed. Try again in a minute."
 
-def _args(req: Request) -> dict[str, Any]:
-    return req.command.model_dump(mode="json")
+
+def _failed(req: Request, exc: Exception) -> Outcome:
+    if isinstance(exc, RedisError):
+        why = f"Firebreak lost its store part-way (ref `{req.id}`)"
+    else:
+        why = f"Something failed on Firebreak's side (ref `{req.id}`)"
+    return Outcome(result="error", message=f"{why}; part of this may have happened: check `/incident status`.")
+
+
+async def _decide(svc: "Services", req: Request, route: Route, inc: "Incident | None") -> Outcome:
+    """Policy check and handler. Raises only when the check itself failed (nothing ran)."""
+    if route.needs_incident and inc is None:
+        return Outcome.refused(f"`{route.name}` works inside an incident channel. "
+                               "Run it there, or start one with `/incident declare <title>`.")
+    if denial := await authz.authorize(svc, req, route, inc):
+        return Outcome.refused(denial)
+    try:
+        return await route.handler(svc, req, inc)
+    except Refusal as r:
+        return Outcome.refused(r.message, **r.audit)
+    except Exception as exc:  # noqa: BLE001 - answered, logged with the request id, and audited
+        log.exception("handler_failed")
+        return _failed(req, exc)
+
+
+async def _audit(svc: "Services", req: Request, route: Route, outcome: Outcome, incident: str | None) -> Outcome:
+    detail = {"source": req.source.value, "args": req.command.model_dump(mode="json"),
+              "result": outcome.result}
+    if outcome.result != "ok":
+        detail["reason"] = outcome.message
+    detail.update(outcome.audit)
+    try:
+        await svc.audit.append(f"command.{route.name}", actor=req.actor, incident=incident, detail=detail,
+                               request_id=req.id)
+    except Exception:  # noqa: BLE001 - what was done stays done; say the record is missing
+        log.exception("audit_append_failed")
+        note = f"(Firebreak could not write this to the audit log, ref `{req.id}`.)"
+        return outcome.model_copy(update={"message": f"{outcome.message} {note}".strip()})
+    return outcome
 
 
 async def execute(svc: "Services", req: Request) -> Outcome:
     route = ROUTES[req.command.name]
     started = time.perf_counter()
-    inc_id = req.incident_id
-    if inc_id is None and req.channel_id:
-        inc_id = await svc.incidents.by_channel(req.channel_id)
-    inc = await svc.incidents.get(inc_id) if inc_id else None
-    with structlog.contextvars.bound_contextvars(request_id=req.id, incident=inc_id, command=route.name):
-        if route.needs_incident and inc is None:
-            outcome = Outcome.refused(
-                f"`{route.name}` works inside an incident channel. "
-                "Run it there, or start one with `/incident declare <title>`."
-            )
-        elif denial := await authz.authorize(svc, req, route, inc):
-            outcome = Outcome.refused(denial)
-        else:
-            try:
-                outcome = await route.handler(svc, req, inc)
-            except Refusal as r:
-                outcome = Outcome.refused(r.message, **r.audit)
-            except Exception:  # noqa: BLE001 - answered, logged with the request id, and audited
-                log.exception("handler_failed")
-                outcome = Outcome(
-                    result="error",
-                    message=f"Something failed on Firebreak's side (ref `{req.id}`). "
-                    "Nothing further was changed; try again or check `/incident status`.",
-                )
+    # `incident` is bound once known; bound_contextvars restores the caller's context on exit.
+    with structlog.contextvars.bound_contextvars(request_id=req.id, command=route.name, incident=req.incident_id):
+        try:
+            inc_id = req.incident_id
+            if inc_id is None and req.channel_id:
+                inc_id = await svc.incidents.by_channel(req.channel_id)
+            inc = await svc.incidents.get(inc_id) if inc_id else None
+            structlog.contextvars.bind_contextvars(incident=inc_id)  # for the handler's own log lines
+            outcome = await _decide(svc, req, route, inc)
+        except Exception as exc:  # noqa: BLE001 - the lookup or policy check failed: the handler never ran
+            log.exception("request_failed_before_handler")
+            metrics.REQUESTS.labels(route.name, "error", req.source.value).inc()
+            text = UNREACHABLE if isinstance(exc, RedisError) else CHECK_FAILED
+            return Outcome(result="error", message=text.format(ref=req.id))
         incident = outcome.incident_id or inc_id
-        detail = {"source": req.source.value, "args": _args(req), "result": outcome.result}
-        if outcome.result != "ok":
-            detail["reason"] = outcome.message
-        detail.update(outcome.audit)
-        await svc.audit.append(
-            f"command.{route.name}", actor=req.actor, incident=incident, detail=detail, request_id=req.id
-        )
+        outcome = await _audit(svc, req, route, outcome, incident)
         metrics.REQUESTS.labels(route.name, outcome.result, req.source.value).inc()
         metrics.REQUEST_SECONDS.labels(route.name).observe(time.perf_counter() - started)
+        structlog.contextvars.bind_contextvars(incident=incident)
         log.info("request_done", result=outcome.result, source=req.source.value)
         for observe in AFTER:
             try:

@@ -58,6 +58,8 @@ def route(
 def _validation_message(exc: ValidationError) -> str:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "missing":
+        return f"Missing <{field}>."
     msg = err["msg"].removeprefix("Value error, ")
     return f"{field}: {msg}" if field else msg
 

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from bot.core.grammar import user_id
+from bot.core.registry import typed_commands
 from bot.core.request import Command
 from bot.incidents.roles import ROLES
 
@@ -127,6 +128,16 @@ class Status(Command):
 class Help(Command):
     name: ClassVar[str] = "help"
     topic: str | None = None
+
+    @field_validator("topic")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        names = [r.name for r in typed_commands()]
+        if v.strip().lower() not in names:
+            raise ValueError(f"`{v[:30]}` is not a command; ask about one of: {', '.join(names)}")
+        return v.strip().lower()
 
 
 class Mitigated(Command):

@@ -32,8 +32,12 @@ def channel_name(number: int, title: str, now: float) -> str:
 async def open_incident(
     svc: "Services", *, title: str, sev: int, actor: str, cells: list[str], products: list[str],
     regions: list[str], detected_at: float | None = None,
-) -> Incident:
-    """Create channel, record, card. Used by `declare` and by alert intake."""
+) -> tuple[Incident, list[str]]:
+    """Create channel, record, card. Used by `declare` and by alert intake.
+
+    Returns the incident and what went wrong after it was saved (Slack refusing the
+    invite, card or pin): the incident stands, and the caller says what is missing.
+    """
     now = svc.clock.now()
     number = await svc.incidents.next_number()
     name = channel_name(number, title, now)
@@ -49,12 +53,22 @@ async def open_incident(
     )
     await svc.incidents.create(inc)
     await svc.incidents.bind_channel(inc.id, channel_id)
+    problems: list[str] = []
     if actor != "system":
-        await svc.slack.invite(channel_id, [actor])
-    ts = await svc.slack.post(channel_id, cards.card_text(inc), cards.incident_card(inc))
+        try:
+            await svc.slack.invite(channel_id, [actor])
+        except SlackFailure as f:
+            problems.append(f"you could not be invited to the channel ({f.error})")
+    try:
+        ts = await svc.slack.post(channel_id, cards.card_text(inc), cards.incident_card(inc))
+    except SlackFailure as f:
+        return inc, [*problems, f"the card could not be posted ({f.error})"]
     await svc.incidents.set_field(inc.id, card_ts=ts)
-    await svc.slack.pin(channel_id, ts)
-    return inc.model_copy(update={"card_ts": ts})
+    try:
+        await svc.slack.pin(channel_id, ts)
+    except SlackFailure as f:
+        problems.append(f"the card could not be pinned ({f.error})")
+    return inc.model_copy(update={"card_ts": ts}), problems
 
 
 @route(
@@ -69,25 +83,24 @@ async def open_incident(
 )
 async def declare(svc: "Services", req: Request, _inc: Incident | None) -> Outcome:
     cmd: Declare = req.command  # type: ignore[assignment]
-    inc = await open_incident(
+    inc, problems = await open_incident(
         svc, title=cmd.title, sev=cmd.sev, actor=req.actor, cells=cmd.cell,
         products=[cmd.product] if cmd.product else [], regions=[cmd.region] if cmd.region else [],
     )
     due = f" First update due {hhmm(inc.next_update_due)} UTC." if inc.next_update_due else ""
-    return Outcome(
-        message=f"Declared {inc.id} (SEV{inc.sev}) in <#{inc.channel_id}>; you are IC.{due}",
-        incident_id=inc.id,
-        audit={"incident_channel": inc.channel_id, "sev": inc.sev, "cells": inc.cells},
-    )
+    audit = {"incident_channel": inc.channel_id, "sev": inc.sev, "cells": inc.cells}
+    if problems:
+        # Still ok: the incident exists, so its timers and audit belong to it like any other.
+        return Outcome(message=f"{inc.id} (SEV{inc.sev}) is open in <#{inc.channel_id}> and you are IC, but "
+                       f"{'; '.join(problems)}; run `/incident status` there.{due}",
+                       incident_id=inc.id, audit={**audit, "problems": problems})
+    return Outcome(message=f"Declared {inc.id} (SEV{inc.sev}) in <#{inc.channel_id}>; you are IC.{due}",
+                   incident_id=inc.id, audit=audit)
 
 
 async def raise_to(svc: "Services", inc: Incident, sev: int, reason: str, actor: str) -> Outcome:
     """The only way SEV changes while an incident is open: up, atomically."""
-    now = svc.clock.now()
-    due = cadence.due_after_raise(
-        inc.next_update_due, now, inc.last_update_at, inc.declared_at, sev, svc.policy.cadence
-    ) if inc.status is St.active else None
-    change = await svc.incidents.raise_sev(inc.id, sev, reason, due, now)
+    change = await svc.incidents.raise_sev(inc.id, sev, reason, svc.policy.cadence, svc.clock.now())
     if change.code == 1:
         warn = await announce(svc, inc.id, f":rotating_light: {inc.id} raised SEV{change.before} → SEV{sev} by <@{actor}>: {reason}")
         warn2 = await refresh_card(svc, inc.id)

@@ -50,20 +50,38 @@ async def handoff(svc: "Services", req: Request, inc: Incident | None) -> Outcom
     assert inc is not None
     if inc.holder(cmd.role) == cmd.user:
         raise Refusal(f"<@{cmd.user}> already holds {cmd.role}.")
+    if not inc.channel_id:
+        raise Refusal(f"{inc.id} has no channel to post the handoff in.")
     now = svc.clock.now()
     h = await svc.incidents.create_handoff(Handoff(
         id="HO-0", incident=inc.id, role=cmd.role, from_user=inc.holder(cmd.role), to_user=cmd.user,
         requested_by=req.actor, requested_at=now, threads=cmd.threads,
     ))
-    if not inc.channel_id:
-        raise Refusal(f"{inc.id} has no channel to post the handoff in.")
-    await svc.slack.invite(inc.channel_id, [cmd.user])
-    ts = await svc.slack.post(inc.channel_id, cards.handoff_text(h, inc, now), cards.handoff_blocks(h, inc, now))
+    try:
+        await svc.slack.invite(inc.channel_id, [cmd.user])
+    except SlackFailure as f:
+        invited = f"(could not invite <@{cmd.user}> to the channel: {f.error}; ask them to join to press Accept)"
+    else:
+        invited = None
+    try:
+        ts = await svc.slack.post(inc.channel_id, cards.handoff_text(h, inc, now), cards.handoff_blocks(h, inc, now))
+    except SlackFailure as f:
+        # Never shown, so never acceptable: closed now rather than left pending (nudges, stray Accepts).
+        await svc.incidents.fail_handoff(inc.id, h.id)
+        holder = f"<@{h.from_user}>" if h.from_user else "nobody"
+        return Outcome(result="error", message=f"Handoff {h.id} could not be posted in the channel ({f.error}); "
+                       f"{cmd.role} stays with {holder}. Try the handoff again.",
+                       audit={"handoff": h.id, "handoff_status": "failed", "slack_error": f.error})
     await svc.incidents.set_handoff_message(h, ts)
     return Outcome(
-        message=f"Handoff {h.id} posted: {cmd.role} to <@{cmd.user}>. It takes effect when they press Accept.",
+        message=joined(f"Handoff {h.id} posted: {cmd.role} to <@{cmd.user}>. "
+                       "It takes effect when they press Accept.", invited),
         audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user, "threads": cmd.threads},
     )
+
+
+_CLOSED = {"accepted": "was already accepted", "superseded": "is out of date: the role changed hands",
+           "failed": "was never posted; ask for a new handoff"}
 
 
 @route(Accept, spec=None, summary="accept a handoff (button)")
@@ -78,7 +96,13 @@ async def accept(svc: "Services", req: Request, inc: Incident | None) -> Outcome
     if change.code == -1:
         raise Refusal(f"Only <@{h.to_user}> can accept this handoff.", handoff=h.id)
     if change.code == -2:
-        raise Refusal(f"Handoff {h.id} was already accepted.", handoff=h.id)
+        why = _CLOSED.get(change.detail, f"is {change.detail}")
+        raise Refusal(f"Handoff {h.id} {why}.", handoff=h.id)
+    if change.code == -5:
+        now_holder = f"<@{change.detail}> holds it now" if change.detail else "nobody holds it now"
+        raise Refusal(f"Handoff {h.id} is out of date: {ROLE_TITLES[h.role]} changed hands after it was posted "
+                      f"({now_holder}). Nothing changed; ask them for a new handoff.",
+                      handoff=h.id, superseded=True, holder=change.detail or None)
     if change.code == -4:
         raise Refusal(f"{inc.id} is resolved; handoffs no longer apply.", handoff=h.id)
     if inc.channel_id and h.message_ts:

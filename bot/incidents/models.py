@@ -76,7 +76,7 @@ class Handoff(BaseModel):
     requested_by: str
     requested_at: float
     threads: list[str] = Field(default_factory=list)
-    status: str = "pending"  # pending -> accepted
+    status: str = "pending"  # pending -> accepted | superseded (role moved on) | failed (never posted)
     message_ts: str | None = None
     accepted_at: float | None = None
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.incidents import scripts
 from bot.incidents.models import Handoff, Incident, RoleHolder, Status, Tenure
+from bot.policy.models import CadencePolicy
 from bot.store import Keys, Redis
 
 _JSON_FIELDS = ("cells", "products", "regions")
@@ -45,6 +46,7 @@ def _decode(raw: dict[str, str], roles: dict[str, str]) -> Incident:
 class Change:
     code: int
     before: Any
+    detail: Any = None
 
 
 class IncidentRepo:
@@ -55,6 +57,7 @@ class IncidentRepo:
         self._role = redis.register_script(scripts.ROLE_SET)
         self._update = redis.register_script(scripts.UPDATE_RECORD)
         self._accept = redis.register_script(scripts.HANDOFF_ACCEPT)
+        self._fail_handoff = redis.register_script(scripts.HANDOFF_FAIL)
 
     async def next_number(self) -> int:
         return int(await self.r.incr(Keys.INCIDENT_SEQ))
@@ -100,10 +103,16 @@ class IncidentRepo:
     async def open_for_cell(self, cell: str) -> list[str]:
         return sorted(await self.r.smembers(Keys.cell_open(cell)))
 
-    async def raise_sev(self, inc_id: str, sev: int, reason: str, candidate_due: float | None, now: float) -> Change:
-        code, before = await self._sev(
-            keys=[Keys.incident(inc_id)], args=[sev, reason, "" if candidate_due is None else candidate_due, now]
-        )
+    async def raise_sev(
+        self, inc_id: str, sev: int, reason: str, cadence: CadencePolicy | None, now: float
+    ) -> Change:
+        """Raise the SEV; while active, the next update due moves in Lua from the stored state
+        (``cadence`` None: the due is left alone)."""
+        sevs = (1, 2, 3, 4)
+        first = [cadence.first_update_minutes.get(s, cadence.interval_minutes[s]) * 60 if cadence else ""
+                 for s in sevs]
+        every = [cadence.interval_minutes[s] * 60 if cadence else "" for s in sevs]
+        code, before = await self._sev(keys=[Keys.incident(inc_id)], args=[sev, reason, repr(now), *first, *every])
         return Change(int(code), int(before))
 
     async def set_status(self, inc: Incident, status: Status, now: float) -> Change:
@@ -158,8 +167,11 @@ class IncidentRepo:
         return Handoff.model_validate_json(raw) if raw else None
 
     async def accept_handoff(self, inc_id: str, hid: str, clicker: str, now: float) -> Change:
-        code, role = await self._accept(
+        code, role, detail = await self._accept(
             keys=[Keys.handoff(inc_id, hid), Keys.roles(inc_id), Keys.tenure(inc_id), Keys.incident(inc_id)],
             args=[clicker, now],
         )
-        return Change(int(code), role)
+        return Change(int(code), role, detail)
+
+    async def fail_handoff(self, inc_id: str, hid: str) -> bool:
+        return bool(await self._fail_handoff(keys=[Keys.handoff(inc_id, hid)]))

@@ -24,8 +24,12 @@ ROLE_SET = (
     "local role, user, by, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])\n" + _ROLE_SET_BODY
 )
 
-# KEYS: incident. ARGV: new_sev, reason, candidate_due, now.
+# KEYS: incident. ARGV: new_sev, reason, now, first_update_sev1..4, interval_sev1..4 (seconds; '' = leave
+# the due alone).
 # -> {code, old_sev}; code 1 raised, 0 same, -1 lower refused, -2 resolved, -3 missing.
+# While active, a raise pulls the next update in when the new SEV's cadence is shorter (never
+# pushes it out): due = min(current, max(anchor, now)), anchor = last update + interval, or
+# declared + first update. Not active: nothing is due, and a raise does not make it so.
 SEV_RAISE = """
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {-3, 0} end
@@ -34,11 +38,21 @@ if st == 'resolved' then return {-2, cur} end
 local new = tonumber(ARGV[1])
 if new == cur then return {0, cur} end
 if new > cur then return {-1, cur} end
-redis.call('HSET', KEYS[1], 'sev', new, 'sev_reason', ARGV[2], 'updated_at', ARGV[4])
-local due = tonumber(redis.call('HGET', KEYS[1], 'next_update_due') or '')
-local cand = tonumber(ARGV[3])
-if cand and (not due or cand < due) then
-  redis.call('HSET', KEYS[1], 'next_update_due', ARGV[3])
+redis.call('HSET', KEYS[1], 'sev', new, 'sev_reason', ARGV[2], 'updated_at', ARGV[3])
+if st == 'active' and ARGV[4] ~= '' then
+  local now = tonumber(ARGV[3])
+  local last = tonumber(redis.call('HGET', KEYS[1], 'last_update_at') or '')
+  local anchor
+  if last then
+    anchor = last + tonumber(ARGV[7 + new])
+  else
+    anchor = tonumber(redis.call('HGET', KEYS[1], 'declared_at')) + tonumber(ARGV[3 + new])
+  end
+  local due = tonumber(redis.call('HGET', KEYS[1], 'next_update_due') or '')
+  local cand = math.max(anchor, now)
+  if not due or cand < due then
+    redis.call('HSET', KEYS[1], 'next_update_due', tostring(cand))
+  end
 end
 return {1, cur}
 """
@@ -78,15 +92,27 @@ return {1, ''}
 """
 
 # KEYS: handoff, roles, tenure, incident. ARGV: clicker, now.
-# -> {code, role}; 1 accepted, -1 not the receiver, -2 not pending, -3 missing, -4 incident resolved.
+# -> {code, role, detail}; 1 accepted, -1 not the receiver, -2 not pending (detail: its status),
+# -3 missing, -4 incident resolved, -5 superseded: the role changed hands since the handoff
+# was posted (detail: who holds it now, '' when nobody), so accepting would take it from them.
 HANDOFF_ACCEPT = (
     """
 local h = redis.call('HGET', KEYS[1], 'doc')
-if not h then return {-3, ''} end
+if not h then return {-3, '', ''} end
 local d = cjson.decode(h)
-if d.status ~= 'pending' then return {-2, d.role} end
-if d.to_user ~= ARGV[1] then return {-1, d.role} end
-if redis.call('HGET', KEYS[4], 'status') == 'resolved' then return {-4, d.role} end
+if d.status ~= 'pending' then return {-2, d.role, d.status} end
+if d.to_user ~= ARGV[1] then return {-1, d.role, ''} end
+if redis.call('HGET', KEYS[4], 'status') == 'resolved' then return {-4, d.role, ''} end
+local held = redis.call('HGET', KEYS[2], d.role)
+local now_user = ''
+if held then now_user = cjson.decode(held).user end
+local from_user = d.from_user
+if type(from_user) ~= 'string' then from_user = '' end
+if now_user ~= from_user then
+  d.status = 'superseded'
+  redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
+  return {-5, d.role, now_user}
+end
 d.status = 'accepted'
 d.accepted_at = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
@@ -98,6 +124,18 @@ local function set_role()
     + """
 end
 set_role()
-return {1, d.role}
+return {1, d.role, ''}
 """
 )
+
+# KEYS: handoff. -> 1 marked failed, 0 no longer pending (accepted meanwhile) or missing.
+# A handoff whose message never reached the channel must not stay pending (nudges, a stray Accept).
+HANDOFF_FAIL = """
+local h = redis.call('HGET', KEYS[1], 'doc')
+if not h then return 0 end
+local d = cjson.decode(h)
+if d.status ~= 'pending' then return 0 end
+d.status = 'failed'
+redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
+return 1
+"""

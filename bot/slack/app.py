@@ -12,7 +12,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import logs
-from bot.core import dispatch, registry
+from bot.core import dispatch, invalid, registry
 from bot.core.grammar import UsageError
 from bot.core.request import Outcome, Request, Source
 from bot.slack.buttons import BUTTONS
@@ -51,9 +51,8 @@ def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> 
             cmd = registry.parse(text)
         except UsageError as e:
             await ack(text=e.render(), response_type="ephemeral")
-            await svc.audit.append(
-                "command.invalid", actor=body.get("user_id", "unknown"), detail={"text": text[:500], "reason": e.message}
-            )
+            await invalid.record(svc, "command.invalid", actor=body.get("user_id", "unknown"),
+                                 channel_id=body.get("channel_id"), detail={"text": text[:500], "reason": e.message})
             return
         r = registry.ROUTES[cmd.name]
         await ack(text=r.ack(cmd)) if r.ack else await ack()
@@ -69,18 +68,22 @@ def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> 
         action = (body.get("actions") or [{}])[0]
         decoder = BUTTONS.get(action.get("action_id", ""))
         user = (body.get("user") or {}).get("id", "unknown")
+        channel = (body.get("channel") or {}).get("id")
         if decoder is None:
+            await invalid.record(svc, "button.unknown", actor=user, channel_id=channel,
+                                 detail={"action_id": str(action.get("action_id", ""))[:100]})
             await reply(svc, body.get("response_url"), Outcome.refused("That button is no longer handled by Firebreak."))
             return
         try:
             cmd, inc_id = decoder(str(action.get("value", "")))
         except ValueError:
-            await svc.audit.append("button.invalid", actor=user, detail={"action_id": action.get("action_id")})
+            await invalid.record(svc, "button.invalid", actor=user, channel_id=channel,
+                                 detail={"action_id": action.get("action_id")})
             await reply(svc, body.get("response_url"), Outcome.refused("That button's value is not one Firebreak made; nothing changed."))
             return
         req = Request(
             command=cmd, actor=user, source=Source.button, incident_id=inc_id,
-            channel_id=(body.get("channel") or {}).get("id"), response_url=body.get("response_url"),
+            channel_id=channel, response_url=body.get("response_url"),
             trigger_id=body.get("trigger_id"), message_ts=(body.get("container") or {}).get("message_ts"),
         )
         lane.submit(lambda: run(req))

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot import logs
-from bot.core import dispatch
+from bot.core import dispatch, invalid
 from bot.core.request import Command, Request, Source
+from bot.incidents.models import INCIDENT_ID
 from bot.slack import app as slack_app
 from bot.slack.gateway import SlackFailure
 
@@ -67,28 +68,58 @@ async def _tell(svc: "Services", inc_id: str | None, user: str, text: str) -> No
         log.warning("modal_reply_failed", error=f.error)
 
 
+def _first_input(view: dict[str, Any]) -> str | None:
+    """The block an error can be shown on (Slack accepts errors only on input blocks)."""
+    for b in view.get("blocks") or []:
+        if b.get("type") == "input" and b.get("block_id"):
+            return str(b["block_id"])
+    values = (view.get("state") or {}).get("values") or {}
+    return next(iter(values), None)
+
+
+async def _refuse(ack: AsyncAck, view: dict[str, Any], message: str) -> None:
+    block = _first_input(view)
+    await (ack(response_action="errors", errors={block: message}) if block else ack())
+
+
+def _incident_of(view: dict[str, Any]) -> str | None:
+    meta = str(view.get("private_metadata", ""))
+    return meta if INCIDENT_ID.match(meta) else None
+
+
 def install(app: AsyncApp, svc: "Services") -> None:
     @app.view(re.compile(".+"))
     async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
         view = body.get("view") or {}
         user = (body.get("user") or {}).get("id", "unknown")
-        decoder = MODALS.get(str(view.get("callback_id", "")))
+        callback = str(view.get("callback_id", ""))[:100]
+        decoder = MODALS.get(callback)
         if decoder is None:
-            await ack()
+            await ack()  # nothing to keep open: Firebreak does not know this form
+            await invalid.record(svc, "modal.unknown", actor=user, incident=_incident_of(view),
+                                 detail={"callback_id": callback})
             return
+        inc_id = _incident_of(view)
         try:
             cmd, inc_id = decoder(view)
-            check = CHECKS.get(str(view.get("callback_id", "")))
+            check = CHECKS.get(callback)
             problem = await check(svc, cmd, inc_id) if check else None
             if problem is not None:
                 raise problem
         except ModalInputError as e:
             await ack(response_action="errors", errors={e.block_id: e.message})
-            await svc.audit.append("modal.refused", actor=user, incident=None,
-                                   detail={"callback_id": view.get("callback_id"), "reason": e.message})
+            await invalid.record(svc, "modal.refused", actor=user, incident=inc_id,
+                                 detail={"callback_id": callback, "reason": e.message})
             return
         except (ValidationError, ValueError):
-            await ack(response_action="errors", errors={})
+            message = "This form no longer matches an incident Firebreak knows; close it and start again."
+            await _refuse(ack, view, message)
+            await invalid.record(svc, "modal.invalid", actor=user, incident=inc_id,
+                                 detail={"callback_id": callback, "reason": message})
+            return
+        except Exception:  # noqa: BLE001 - the check could not read state: say so on the form, keep the text
+            log.exception("modal_check_failed", callback_id=callback)
+            await _refuse(ack, view, "Firebreak can't reach its store; nothing changed. Try again in a minute.")
             return
         await ack()
         out = await dispatch.execute(svc, Request(command=cmd, actor=user, source=Source.modal, incident_id=inc_id))

@@ -34,7 +34,7 @@ async def test_sev2_first_reminder_at_15_min_then_escalation_to_ic(app, clock):
     await tick(app)
     [e] = escalations(app, inc.channel_id)
     assert "<@U_IC>" in e["text"] and "was due 03:25 UTC" in e["text"]
-    clock.advance(3600)
+    clock.advance(1799)  # the escalation repeats every SEV2 interval (30 min), not sooner
     await tick(app)
     assert len(reminders(app, inc.channel_id)) == 1 and len(escalations(app, inc.channel_id)) == 1
     entries = [e for e in await audit_entries(app, inc.id) if e["action"] in ("command.remind", "command.escalate")]
@@ -255,3 +255,52 @@ async def test_unaccepted_handoff_nudges_the_outgoing_holder(app, clock):
     clock.advance(3600)
     await tick(app)
     assert len(nudges()) == 1
+
+
+async def test_sev_raise_that_lands_after_mitigated_sets_no_due(app, clock):
+    from bot.incidents.flows import raise_to
+
+    inc = await declare(app, sev=3)
+    stale = await app.services.incidents.get(inc.id)  # a raise whose lookup ran before `mitigated` landed
+    assert "now mitigated" in await app.run("mitigated", channel=inc.channel_id)
+    clock.advance(60)
+    out = await raise_to(app.services, stale, 1, "worse than we thought", "U_IC")
+    assert out.message.startswith("INC-1 is now SEV1")
+    raw = await app.services.redis.hgetall(f"fb:inc:{{{inc.id}}}")
+    assert raw["sev"] == "1" and raw["status"] == "mitigated" and "next_update_due" not in raw
+    await app.run("status", channel=inc.channel_id)  # the after-request sync sees no due
+    assert await app.services.extras["scheduler"].pending("cadence.remind", inc.id) is None
+
+
+async def test_escalation_repeats_every_interval_until_an_update_is_posted(app, clock):
+    inc = await declare(app, sev=1)  # SEV1: due at +15 min, escalation 5 min later, then every 15 min
+    clock.set(T0 + 900)
+    await tick(app)
+    for n, at in enumerate((1200, 2100, 3000), start=1):
+        clock.set(T0 + at - 1)
+        await tick(app)
+        assert len(escalations(app, inc.channel_id)) == n - 1
+        clock.set(T0 + at)
+        await tick(app)
+        assert len(escalations(app, inc.channel_id)) == n
+    texts = [e["text"] for e in escalations(app, inc.channel_id)]
+    assert "is overdue" in texts[0] and all("is still overdue" in t for t in texts[1:])
+    assert "Update posted" in await app.run("update Chat API, us-east: recovering", channel=inc.channel_id)
+    assert await app.services.extras["scheduler"].pending("cadence.escalate", inc.id) is None
+    clock.set(T0 + 3899)
+    await tick(app)
+    assert len(escalations(app, inc.channel_id)) == 3
+    rounds = [e["detail"]["round"] for e in await audit_entries(app, inc.id) if e["action"] == "command.escalate"]
+    assert rounds == [1, 2, 3]
+
+
+async def test_escalation_stops_repeating_once_mitigated(app, clock):
+    inc = await declare(app, sev=1)
+    clock.set(T0 + 900)
+    await tick(app)
+    clock.set(T0 + 1200)
+    await tick(app)
+    assert "now mitigated" in await app.run("mitigated", channel=inc.channel_id)
+    clock.set(T0 + 2100)
+    await tick(app)
+    assert len(escalations(app, inc.channel_id)) == 1

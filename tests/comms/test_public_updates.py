@@ -40,7 +40,8 @@ async def test_cell_and_node_names_are_refused_with_both_words_and_nothing_chang
     clock.set(T0 + 60)
     out = await app.run("update cell us-east-3 node gpu-a3-0142 is down", channel=inc.channel_id)
     assert "`us-east-3`" in out and "`gpu-a3-0142`" in out
-    assert "Try: `/incident update Chat API, us-east: <what users see" in out and "since 03:10 UTC" in out
+    # The suggestion is their own text at public granularity: the cell's region, the node gone.
+    assert out.endswith("Try: `/incident update Chat API: us-east is down`"), out
     assert len(app.slack.calls_to("chat.postMessage")) == before
     after = await app.services.incidents.get(inc.id)
     assert after.last_update_text is None and after.next_update_due == inc.next_update_due
@@ -86,3 +87,27 @@ def test_public_texts_pass(text):
 ])
 def test_private_words_are_named(text, words):
     assert offending(text, POLICY, ["us-east-3"]) == words
+
+
+async def test_policy_patterns_ignore_case_and_both_words_are_named(app, clock):
+    inc = await declare(app, "gpu hang", sev=2)  # no cells: only the policy patterns can catch these
+    out = await app.run("update cell US-EAST-3 node GPU-A3-0142 is down", channel=inc.channel_id)
+    assert out.startswith("Not posted") and "`US-EAST-3`, `GPU-A3-0142`" in out, out
+    assert out.endswith("Try: `/incident update us-east is down`"), out
+    assert (await app.services.incidents.get(inc.id)).last_update_text is None
+
+
+async def test_a_node_quarantined_in_this_incident_is_refused_even_without_a_pattern(app, clock):
+    from levers import requests
+
+    inc = await declare(app, "xid storm", sev=2, extra="--cell us-east-3 --product Training")
+    assert "Update posted" in await app.run("update Training: node a3-weird-7 drained", channel=inc.channel_id)
+    await requests.create(app.services.redis, requests.LeverRequest(
+        id="REQ-1", incident=inc.id, lever="node-quarantine", target="a3-weird-7", cell="us-east-3",
+        context="us-east-3", requester="U_IC", state="done", created_at=T0))
+    out = await app.run("update Training: node a3-weird-7 drained, jobs resuming", channel=inc.channel_id)
+    assert out.startswith("Not posted") and "`a3-weird-7`" in out, out
+    assert out.endswith("Try: `/incident update Training: drained, jobs resuming`"), out
+    # Another incident's quarantines are not this incident's business.
+    other = await declare(app, "other", sev=2, extra="--product Chat")
+    assert "Update posted" in await app.run("update Chat: a3-weird-7 mentioned", channel=other.channel_id)

@@ -96,3 +96,51 @@ async def test_three_processes_200_incidents_every_reminder_once_and_on_time(sla
     assert sum(per_inc.values()) == len(ok)
     for a in apps:
         await a.stop()
+
+
+async def test_real_scheduler_loops_in_three_processes_post_each_reminder_once_on_time(slack, redis_url):
+    """The production loop (Scheduler.run) in three OS processes on the real clock: 30 reminders
+    due over 5 s, each posted exactly once, none early, each within 2 s of its due."""
+    import subprocess
+    import sys
+    import time
+
+    from bot.clock import SystemClock
+    from bot.comms import timers
+    from bot.config import load_settings
+    from bot.incidents.models import Incident, RoleHolder
+    from bot.runtime import build_services
+    from tests.core.helpers import REPO
+
+    cmd = [sys.executable, "-m", "tests.comms.scheduler_worker", redis_url, slack.api_url]
+    workers = [await asyncio.create_subprocess_exec(*cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+               for _ in range(3)]
+    try:
+        for w in workers:  # interpreter start-up is not the scheduler's lateness
+            assert (await asyncio.wait_for(w.stdout.readline(), 30)).strip() == b"ready"
+        svc = build_services(load_settings(slack_bot_token="xoxb-t", slack_signing_secret="t",
+                                           slack_api_url=slack.api_url, redis_url=redis_url), SystemClock())
+        first, n, window = time.time() + 1.5, 30, 5.0
+        due: dict[str, float] = {}
+        for i in range(1, n + 1):
+            ch = slack.add_channel(f"inc-mp-{i}")
+            now = time.time()
+            inc = Incident(id=f"INC-{i}", number=i, title=f"mp {i}", sev=1, channel_id=ch, channel_name=f"inc-mp-{i}",
+                           declared_by="U_IC", declared_at=now, detected_at=now,
+                           next_update_due=first + window * (i - 1) / n,
+                           roles={"ic": RoleHolder(user="U_IC", since=now, by="U_IC")})
+            await svc.incidents.create(inc)
+            await svc.incidents.bind_channel(inc.id, ch)
+            await timers.sync(svc, inc.id)
+            due[ch] = inc.next_update_due
+        assert time.time() < first, "seeding overran the first due time"
+        await svc.slack.close()
+        await svc.redis.aclose()
+        await asyncio.sleep(first + window + 2.5 - time.time())
+    finally:
+        for w in workers:
+            await w.communicate(b"")
+    posts = [c for c in slack.calls_to("chat.postMessage") if str(c.args.get("text", "")).startswith(":alarm_clock:")]
+    assert Counter(c.args["channel"] for c in posts) == Counter({ch: 1 for ch in due})
+    lateness = sorted(c.timestamp - due[c.args["channel"]] for c in posts)
+    assert lateness[0] >= 0 and lateness[-1] < 2.0, (lateness[0], lateness[-1])

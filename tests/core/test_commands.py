@@ -1,6 +1,8 @@
 """Each /incident command: its happy path and its usage error, through signed HTTP."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import audit_entries
@@ -21,15 +23,15 @@ async def test_declare_opens_channel_card_and_makes_declarer_ic(app):
 
 
 @pytest.mark.parametrize("text, says", [
-    ("declare", "Missing") ,
-    ("declare ab", "title"),
+    ("declare", "Missing <title>"),
+    ("declare ab", "title: String should have at least 3 characters"),
     ("declare GPU hang --sev 7", "not a SEV"),
     ("declare GPU hang --cell US_EAST", "not a cell name"),
     ("declare GPU hang --colour red", "Unknown option `--colour`"),
 ])
 async def test_declare_usage_errors_say_what_to_type_and_change_nothing(app, text, says):
     out = await app.run(text, user=IC)
-    assert says in out or "title" in out, out
+    assert says in out, out
     assert "Usage: `/incident declare <title>" in out
     assert app.slack.calls_to("conversations.create") == []
     assert await app.services.incidents.open_ids() == []
@@ -198,3 +200,11 @@ async def test_help_lists_the_grammar_and_unknown_commands_point_to_it(app):
         assert usage in out
     assert await app.run("help sev", user=BOB) == "`/incident sev <1-4> <reason>`: raise severity (never lowers while open)"
     assert "Unknown command `frobnicate`. Try `/incident help`." in await app.run("frobnicate now", user=BOB)
+
+
+async def test_help_about_an_unknown_command_is_a_usage_error_listing_the_commands(app):
+    out = json.loads(await app.run("help bogus", user=BOB))["text"]  # the ack is the answer
+    assert out.startswith("topic: `bogus` is not a command; ask about one of: declare, sev, assess,"), out
+    assert "Usage: `/incident help [command]`" in out
+    [e] = await audit_entries(app)
+    assert e["action"] == "command.invalid" and e["detail"]["text"] == "help bogus"

@@ -78,3 +78,41 @@ async def test_role_tenure_records_who_and_when(app):
         ("ops", BOB, 300, IC, None, None),
         ("ic", CAROL, 660, CAROL, None, None),
     ]
+
+
+async def test_a_stale_handoff_cannot_take_the_role_from_its_new_holder(app):
+    ch = await declare(app)
+    await _handoff(app, ch, to=BOB)  # HO-1: IC -> Bob
+    post2 = await _handoff(app, ch, to=CAROL)  # HO-2: IC -> Carol
+    assert await app.reply(await app.press("handoff.accept", "INC-1/HO-2", user=CAROL, channel=ch,
+                                           message_ts=post2["ts"])) == "You are now ic in INC-1."
+    key = await app.press("handoff.accept", "INC-1/HO-1", user=BOB, channel=ch)
+    out = await app.reply(key)
+    assert out.startswith("Handoff HO-1 is out of date") and f"<@{CAROL}> holds it now" in out, out
+    assert (await app.services.incidents.get("INC-1")).holder("ic") == CAROL
+    assert (await app.services.incidents.get_handoff("INC-1", "HO-1")).status == "superseded"
+    e = (await audit_entries(app))[-1]
+    assert (e["action"], e["actor"], e["detail"]["result"]) == ("command.accept", BOB, "refused")
+    assert e["detail"]["superseded"] is True and e["detail"]["holder"] == CAROL
+    assert [t.user for t in await app.services.incidents.tenure("INC-1") if t.role == "ic"] == [IC, CAROL]
+
+
+async def test_a_handoff_slack_would_not_post_is_closed_not_left_pending(app):
+    ch = await declare(app)
+    app.slack.fail_next("chat.postMessage", "channel_is_archived")
+    out = await app.run(f"handoff ic <@{CAROL}>", user=IC, channel=ch)
+    assert out == (f"Handoff HO-1 could not be posted in the channel (channel_is_archived); ic stays with <@{IC}>. "
+                   "Try the handoff again.")
+    assert (await app.services.incidents.get_handoff("INC-1", "HO-1")).status == "failed"
+    assert await app.services.extras["scheduler"].pending("handoff.nudge", "INC-1/HO-1") is None
+    key = await app.press("handoff.accept", "INC-1/HO-1", user=CAROL, channel=ch)
+    assert await app.reply(key) == "Handoff HO-1 was never posted; ask for a new handoff."
+    assert (await app.services.incidents.get("INC-1")).holder("ic") == IC
+
+
+async def test_a_failed_invite_still_posts_the_handoff_and_says_so(app):
+    ch = await declare(app)
+    app.slack.fail_next("conversations.invite", "user_disabled")
+    out = await app.run(f"handoff ic <@{CAROL}>", user=IC, channel=ch)
+    assert out.startswith("Handoff HO-1 posted") and "could not invite <@UCAROL> to the channel: user_disabled" in out
+    assert (await app.services.incidents.get_handoff("INC-1", "HO-1")).status == "pending"

@@ -1,0 +1,31 @@
+"""Input that never became a command is audited, with the incident of the channel it came from."""
+from __future__ import annotations
+
+from tests.conftest import audit_entries
+from tests.core.helpers import BOB, IC, declare
+
+
+async def test_a_usage_error_in_an_incident_channel_belongs_to_that_incident(app):
+    ch = await declare(app)
+    out = await app.run("sev 9 worse", user=IC, channel=ch)
+    assert "Usage: `/incident sev" in out
+    e = (await audit_entries(app, "INC-1"))[-1]
+    assert (e["action"], e["actor"], e["incident"]) == ("command.invalid", IC, "INC-1")
+    assert e["detail"]["text"] == "sev 9 worse"
+    await app.run("sev 9 worse", user=IC, channel="C_GENERAL")
+    assert (await audit_entries(app))[-1]["incident"] is None
+
+
+async def test_an_unknown_button_is_refused_and_audited_with_its_incident(app):
+    ch = await declare(app)
+    key = await app.press("nobody.knows.this", "INC-1/x", user=BOB, channel=ch)
+    assert await app.reply(key) == "That button is no longer handled by Firebreak."
+    e = (await audit_entries(app, "INC-1"))[-1]
+    assert (e["action"], e["actor"], e["detail"]) == ("button.unknown", BOB, {"action_id": "nobody.knows.this"})
+
+
+async def test_a_forged_button_value_is_audited_with_its_incident(app):
+    ch = await declare(app)
+    await app.reply(await app.press("handoff.accept", "INC-1/garbage", user=BOB, channel=ch))
+    e = (await audit_entries(app, "INC-1"))[-1]
+    assert (e["action"], e["incident"]) == ("button.invalid", "INC-1")
