@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any, AsyncIterator, Iterable
 
+import structlog
 from pydantic import BaseModel
 
 from bot.clock import Clock, iso
@@ -94,6 +95,9 @@ class AuditLog:
         request_id: str | None = None,
     ) -> AuditEntry:
         clean = scrub(detail or {})
+        if request_id is None:
+            # Entries written while serving a request (lever results, votes) join it by id.
+            request_id = structlog.contextvars.get_contextvars().get("request_id")
         async with self._turn:
             return await self._append_once(action, actor, incident, clean, request_id)
 

@@ -77,3 +77,13 @@ async def test_verify_catches_a_rehashed_last_entry_and_a_cut_tail(app, redis_ur
     await r.rpop(Keys.AUDIT_LOG)  # now drop it altogether
     out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
     assert out.returncode != 0 and "seq 3" in out.stderr
+
+
+async def test_entries_written_while_serving_a_request_carry_its_id(app):
+    import structlog
+
+    with structlog.contextvars.bound_contextvars(request_id="req-abc123"):
+        await app.services.audit.append("lever.done", actor="U1", detail={})
+    await app.services.audit.append("system.note", actor="system", detail={})
+    last_two = [e async for e in app.services.audit.entries()][-2:]
+    assert [e["request_id"] for e in last_two] == ["req-abc123", None]
