@@ -59,8 +59,9 @@ def incident_card(inc: Incident) -> list[Block]:
 
 
 def handoff_text(h: Handoff, inc: Incident, now: float) -> str:
-    threads = "; ".join(h.threads) if h.threads else "none"
-    due = f"{hhmm(inc.next_update_due)}" if inc.next_update_due else "not scheduled"
+    # DESIGN's shape: "IC handing to @x at 04:00 UTC; open threads: A, B; next update 04:30 UTC".
+    threads = ", ".join(h.threads) if h.threads else "none"
+    due = f"{hhmm(inc.next_update_due)} UTC" if inc.next_update_due else "not scheduled"
     return (
         f"{h.role.upper() if h.role == 'ic' else ROLE_TITLES[h.role]} handing to <@{h.to_user}> at {hhmm(now)} UTC; "
         f"open threads: {threads}; next update {due}"

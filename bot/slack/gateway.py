@@ -6,6 +6,7 @@ handlers; Slack's own error codes surface as SlackFailure with the code.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Sequence
 
 import aiohttp
@@ -50,7 +51,9 @@ def _blocks(blocks: Sequence[Block] | None) -> list[dict[str, Any]] | None:
 
 
 def slugify(text: str, limit: int) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    # Fold accents first (ñandú -> nandu) so non-ASCII titles keep their words.
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
     return slug[:limit].strip("-") or "incident"
 
 

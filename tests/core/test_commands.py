@@ -119,7 +119,8 @@ async def test_handoff_then_accept_moves_the_role(app):
     out = await app.run(f'handoff ic <@{CAROL}> --threads "xid79 nodes; comms cadence"', user=IC, channel=ch)
     assert out.startswith("Handoff HO-1 posted: ic to <@UCAROL>")
     post = next(m for m in app.slack.messages(ch) if "handing to" in m["text"])
-    assert "open threads: xid79 nodes; comms cadence" in post["text"]
+    assert "open threads: xid79 nodes, comms cadence; next update 04:10 UTC" in post["text"]
+    assert post["text"].startswith("IC handing to <@UCAROL> at 03:10 UTC; ")
     button = post["blocks"][1]["elements"][0]
     assert (button["action_id"], button["value"]) == ("handoff.accept", "INC-1/HO-1")
     assert (await app.services.incidents.get("INC-1")).holder("ic") == IC  # not until Accept

@@ -93,3 +93,10 @@ async def test_channel_name_is_capped_at_80_characters(app):
     await app.run("declare " + "very long title " * 12, user=IC)
     name = app.slack.calls_to("conversations.create")[0].args["name"]
     assert len(name) <= 80 and name.startswith("inc-20261130-1-very-long-title") and not name.endswith("-")
+
+
+async def test_channel_name_folds_accents_instead_of_dropping_words(app):
+    out = await app.run("declare Pánico ñandú in us-east-3", user="U_IC")
+    assert "Declared INC-1" in out, out
+    name = app.slack.calls_to("conversations.create")[-1].args["name"]
+    assert name == "inc-20261130-1-panico-nandu-in-us-east-3"
