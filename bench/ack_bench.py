@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import gc
 import multiprocessing
 import statistics
 import sys
@@ -33,6 +34,7 @@ from bot import logs  # noqa: E402
 from bot.store import Keys  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.runtime import build_runtime  # noqa: E402
+from bot.server import start_local  # noqa: E402
 from tests.fakes.slack import FakeSlack, SlackSender, sign, slash_command_body  # noqa: E402
 from tests.harness import SECRET, TOKEN, RunningApp  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
@@ -118,11 +120,8 @@ async def start_firebreak(slack: RemoteSlack, redis_url: str) -> RunningApp:
     settings = load_settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url,
                              redis_url=redis_url)
     rt = build_runtime(settings)
-    runner = web.AppRunner(rt.web)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    gc.freeze()  # as `firebreak serve` does once the app is built
+    runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
     return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)  # type: ignore[arg-type]
 
@@ -141,11 +140,7 @@ async def start_bare(slack: RemoteSlack) -> tuple[str, web.AppRunner]:
 
     app = web.Application()
     app.router.add_post("/slack/events", events)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await start_local(app)
     return f"http://127.0.0.1:{port}/slack/events", runner
 
 

@@ -52,7 +52,7 @@ async def worker(redis_url: str, slack_url: str) -> None:
     svc = build_services(_settings(redis_url, slack_url), SystemClock())
     await svc.slack.client.auth_test()  # warm the HTTP session like a serving process
     cpu0, wall0 = time.process_time(), time.monotonic()
-    task = asyncio.create_task(svc.extras["scheduler"].run(svc))
+    task = asyncio.create_task(svc.scheduler.run(svc))
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     task.cancel()

@@ -10,6 +10,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.policy.models import first_error
+
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 
 
@@ -66,7 +68,5 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]).upper()
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"bad configuration {field}: {msg}") from None
+        err = first_error(exc)
+        raise ConfigError(f"bad configuration {err.field.upper()}: {err.message}") from None

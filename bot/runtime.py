@@ -1,7 +1,6 @@
 """Assemble the running app from settings: the composition root."""
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -47,6 +46,8 @@ def build_services(settings: Settings, clock: Clock | None = None, redis: Redis 
 async def _close(svc: Services) -> None:
     await svc.extras["after_ack"].close()  # let acknowledged requests finish first
     await svc.slack.close()
+    for close in svc.closers:
+        await close()
 
 
 def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Runtime:
@@ -58,7 +59,4 @@ def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis |
     bolt = build_bolt(svc, svc.slack.client, settings.slack_signing_secret.get_secret_value())
     web_app = build_web(svc, bolt)
     web_app.on_cleanup.append(lambda _app: _close(svc))
-    # Everything built so far (modules, models, policy) lives as long as the process: keep it
-    # out of the cyclic collector's full passes, whose pauses otherwise land in the ack path.
-    gc.freeze()
     return Runtime(services=svc, bolt=bolt, web=web_app)

@@ -2,26 +2,27 @@
 from __future__ import annotations
 
 import asyncio
-
-from aiohttp import web
+import gc
 
 from bot import logs
 from bot.config import Settings
 from bot.runtime import build_runtime
+from bot.server import start_local
 
 log = logs.get(__name__)
 
 # Long-running workers (scheduler, reapers) add a start function here: (Services) -> awaitable.
 BACKGROUND: list = [
-    lambda svc: svc.extras["scheduler"].run(svc),  # durable timers (bot/scheduler)
+    lambda svc: svc.scheduler.run(svc),  # durable timers (bot/scheduler)
 ]
 
 
 async def serve(settings: Settings, host: str, port: int) -> None:
     rt = build_runtime(settings)
-    runner = web.AppRunner(rt.web)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    # Everything built so far (modules, models, policy) lives as long as the process: keep it
+    # out of the cyclic collector's full passes, whose pauses otherwise land in the ack path.
+    gc.freeze()
+    runner, _ = await start_local(rt.web, host, port)
     tasks = [asyncio.create_task(start(rt.services)) for start in BACKGROUND]
     socket_handler = None
     if settings.slack_app_token:

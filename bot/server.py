@@ -1,6 +1,8 @@
 """The HTTP surface: Slack events, health, readiness and metrics."""
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
@@ -12,7 +14,20 @@ from bot.metrics import REGISTRY
 from bot.slack.inbound import to_bolt_request
 from bot.store import ping
 
-WEB_HOOKS: list = []  # other capabilities add (method, path, handler factory) here
+# Extra HTTP routes a capability brings, e.g. the Alertmanager webhook DESIGN.md specifies
+# (README "Not built yet"): (method, path, factory(svc) -> handler).
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+WEB_HOOKS: list[tuple[str, str, Callable[[Services], Handler]]] = []
+
+
+async def start_local(app: web.Application, host: str = "127.0.0.1", port: int = 0,
+                      access_log: bool = True) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on host:port (0: a free port); returns the runner and the bound port."""
+    runner = web.AppRunner(app) if access_log else web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
 def build_web(svc: Services, bolt: AsyncApp) -> web.Application:

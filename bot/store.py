@@ -43,8 +43,6 @@ async def ping(r: Redis) -> bool:
 class Keys:
     """The key layout in one place."""
 
-    PREFIX = "fb"
-
     @staticmethod
     def incident(inc: str) -> str:
         return f"fb:inc:{{{inc}}}"
@@ -65,26 +63,13 @@ class Keys:
     def handoff_seq(inc: str) -> str:
         return f"fb:inc:{{{inc}}}:handoff-seq"
 
-    @staticmethod
-    def updates(inc: str) -> str:
-        return f"fb:inc:{{{inc}}}:updates"
-
-    @staticmethod
-    def actions(inc: str) -> str:
-        return f"fb:inc:{{{inc}}}:actions"
-
     INCIDENT_SEQ = "fb:{seq}:incident"
     REQUEST_SEQ = "fb:{seq}:request"
     INCIDENTS_OPEN = "fb:{idx}:open"
-    INCIDENTS_ALL = "fb:{idx}:all"
 
     @staticmethod
     def channel(channel_id: str) -> str:
         return f"fb:{{idx}}:chan:{channel_id}"
-
-    @staticmethod
-    def cell_open(cell: str) -> str:
-        return f"fb:{{idx}}:cell:{cell}"
 
     AUDIT_LOG = "fb:{audit}:log"
     AUDIT_HEAD = "fb:{audit}:head"

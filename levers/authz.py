@@ -1,10 +1,12 @@
 """Who may pull (or undo) a lever: the lever's roles from levers.yaml, or a break-glass grant.
 
 Runs as the route's `rule`, inside the one policy check, before anything is
-sent to the API server.
+sent to the API server. The rule's answer (which grant, if any, allowed it)
+is kept in the request's context for the handler, so access is decided once.
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from levers import hooks
@@ -18,6 +20,27 @@ if TYPE_CHECKING:
     from bot.core.services import Services
     from bot.incidents.models import Incident
     from levers.requests import LeverRequest
+
+# (request id, grant id or None): set by the rule that allowed the request, read by its handler.
+# Rule and handler run in one task (bot.core.dispatch), so they share this context.
+_ALLOWED: ContextVar[tuple[str, str | None] | None] = ContextVar("lever_access", default=None)
+
+
+def allowed_grant(req: "Request") -> str | None:
+    """The grant the route rule allowed this request under (None: the user's own role)."""
+    got = _ALLOWED.get()
+    if got is None or got[0] != req.id:
+        raise RuntimeError(f"no lever access decision for request {req.id}: the route rule did not allow it")
+    return got[1]
+
+
+async def _decide(svc: "Services", req: "Request", inc: "Incident | None", lever: str, cell: str,
+                  verb: str) -> str | None:
+    ok, grant = await access(svc, inc, req.actor, lever, cell)
+    if not ok:
+        return _denial(svc, inc, req.actor, lever, verb)
+    _ALLOWED.set((req.id, grant))
+    return None
 
 
 async def access(svc: "Services", inc: "Incident | None", user: str, lever: str, cell: str) -> tuple[bool, str | None]:
@@ -63,9 +86,8 @@ async def still_allowed(svc: "Services", rec: "LeverRequest") -> str | None:
 async def lever_rule(svc: "Services", req: "Request", inc: "Incident | None") -> str | None:
     cmd = req.command
     assert isinstance(cmd, PullLever)
-    cell = scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc)
-    ok, _ = await access(svc, inc, req.actor, cmd.lever, cell)
-    return None if ok else _denial(svc, inc, req.actor, cmd.lever, "pull")
+    return await _decide(svc, req, inc, cmd.lever, scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc),
+                         "pull")
 
 
 async def undo_rule(svc: "Services", req: "Request", inc: "Incident | None") -> str | None:
@@ -74,5 +96,4 @@ async def undo_rule(svc: "Services", req: "Request", inc: "Incident | None") -> 
     rec = await get_request(svc.redis, cmd.request)
     if rec is None or inc is None or rec.incident != inc.id:
         return None  # the handler says what is wrong with the id; there is nothing to authorize
-    ok, _ = await access(svc, inc, req.actor, rec.lever, rec.cell)
-    return None if ok else _denial(svc, inc, req.actor, rec.lever, "undo")
+    return await _decide(svc, req, inc, rec.lever, rec.cell, "undo")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.store import Keys
 from levers.base import LeverRefusal
+from levers.lua import Lua
 
 if TYPE_CHECKING:
     from levers.base import Ctx
@@ -24,7 +25,7 @@ HOUR = 3600.0
 # ARGV: now, rate limit, window, request, node, total GPU nodes, max fraction, listed_at, override (1/0),
 #       then the nodes the API listing showed quarantined.
 # -> {'ok'} | {'rate', used} | {'floor', quarantined before, after, total}
-_RESERVE = """
+_RESERVE = Lua("""
 local now, req, node = tonumber(ARGV[1]), ARGV[4], ARGV[5]
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
 if not redis.call('ZSCORE', KEYS[1], req) then
@@ -53,10 +54,10 @@ redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) * 2)
 redis.call('ZADD', KEYS[2], '+inf', node)
 redis.call('HSET', KEYS[3], node, req)
 return {'ok'}
-"""
+""")
 
 # KEYS: floor zset, owners hash. ARGV: node, request, 'landed' (score now) | 'free'. Only the owner moves it.
-_FLOOR = """
+_FLOOR = Lua("""
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
 if ARGV[3] == 'free' then
   redis.call('ZREM', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
@@ -64,7 +65,7 @@ else
   redis.call('ZADD', KEYS[1], 'XX', ARGV[4], ARGV[1])
 end
 return 1
-"""
+""")
 
 
 OVERRIDE_HINT = (" To go over it anyway, add `override=budget` to the same command: "
@@ -132,7 +133,7 @@ def check_floor(ctx: "Ctx", nodes: list[dict[str, Any]], node: str) -> str:
 
 async def reserve(ctx: "Ctx") -> None:
     pol = ctx.policy.node_quarantine
-    script = ctx.svc.redis.register_script(_RESERVE)
+    script = _RESERVE.on(ctx.svc.redis)
     # An approved override still counts against the budgets; it just may not be refused by them.
     limit = 2**31 if ctx.budget_override else pol.per_cell_per_hour
     got = await script(keys=[_key(ctx.cell), *_floor_keys(ctx.cell)], args=[
@@ -146,7 +147,7 @@ async def reserve(ctx: "Ctx") -> None:
 
 
 async def _floor(ctx: "Ctx", how: str) -> None:
-    script = ctx.svc.redis.register_script(_FLOOR)
+    script = _FLOOR.on(ctx.svc.redis)
     await script(keys=_floor_keys(ctx.cell), args=[ctx.target.name, ctx.req_id, how, ctx.svc.clock.now()])
 
 

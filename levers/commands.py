@@ -9,9 +9,9 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from bot.core.request import Command
+from bot.incidents.models import CELL_NAME
 from levers.policy import CATALOGUE
 
-_CELL = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _REQ = re.compile(r"^REQ-[1-9][0-9]*$", re.IGNORECASE)
 
 
@@ -47,7 +47,7 @@ class PullLever(Command):
     @field_validator("cell")
     @classmethod
     def _cell(cls, v: str | None) -> str | None:
-        if v is not None and not _CELL.match(v):
+        if v is not None and not CELL_NAME.match(v):
             raise ValueError(f"`{v[:30]}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
         return v
 
@@ -66,3 +66,10 @@ class Undo(Command):
         if not _REQ.match(v.strip()):
             raise ValueError(f"`{v[:30]}` is not a request id: use the REQ-<n> from the lever's reply")
         return v.strip().upper()
+
+
+class LeverSettle(Command):
+    """Settle a request a dead process left executing or undoing (restart sweep and its timer; actor system)."""
+
+    name: ClassVar[str] = "lever_settle"
+    request: str = Field(pattern=_REQ.pattern)

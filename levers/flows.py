@@ -1,8 +1,9 @@
 """`/incident lever …` and `/incident undo REQ-n`: plan, check, store, then run or ask for approval.
 
-Order matters: grammar and roles (the route rule) first, then cell and
-approval needs, then one read of the object, the plan and the policy checks.
-Only then is a REQ stored; a dry-run stops there with the exact calls.
+Order matters: grammar and roles (the route rule, whose answer the handler
+reuses: authz.allowed_grant) first, then cell and approval needs, then one
+read of the object, the plan and the policy checks. Only then is a REQ
+stored; a dry-run stops there with the exact calls.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import levers.catalogue  # noqa: F401 - registers the catalogue
 from bot.core.grammar import Spec
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
-from levers import authz, hooks, listing, messages, reconcile  # noqa: F401 - listing: `levers`; reconcile: restarts
+from levers import authz, hooks, listing, messages, reconcile  # noqa: F401 - `levers`; `lever_settle`
 from levers.base import LEVERS, Ctx, LeverRefusal, Target, params_of
 from levers.commands import PullLever, Undo
 from levers.executor import execute_approved
@@ -50,7 +51,7 @@ async def pull(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
     cmd: PullLever = req.command  # type: ignore[assignment]
     assert inc is not None
     cell = scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc)
-    _, grant = await authz.access(svc, inc, req.actor, cmd.lever, cell)
+    grant = authz.allowed_grant(req)
     try:
         return await _pull(svc, req, inc, grant)
     except Refusal as e:
@@ -76,9 +77,6 @@ async def _pull(svc: "Services", req: Request, inc: "Incident", grant: str | Non
         lever.accepts(svc.policy.levers, target, params)
         scope = resolve(svc.policy.levers, lever, cmd.cell, inc)
         needs = approval_reasons(svc.policy.levers, lever, scope, target)
-        if needs and not cmd.dry_run and not hooks.APPROVAL_REQUESTED:
-            raise LeverRefusal(f"{cmd.lever} on {target} ({scope.label}) needs approval ({'; '.join(needs)}), "
-                               "and no approval flow is installed; nothing changed.")
         client = await kube_for(svc).client(scope.context)
     except LeverRefusal as e:
         raise Refusal(str(e)) from None
@@ -97,9 +95,6 @@ async def _pull(svc: "Services", req: Request, inc: "Incident", grant: str | Non
         raise Refusal(f"{ctx.req_id} {cmd.lever}: could not plan: {e}; nothing changed.", request=ctx.req_id) from None
     if ctx.breaches:
         needs = [*needs, "budget override: " + " ".join(ctx.breaches)]
-        if not cmd.dry_run and not hooks.APPROVAL_REQUESTED:
-            raise Refusal(f"{ctx.req_id} {cmd.lever}: a budget override needs approval, and no approval flow "
-                          "is installed; nothing changed.", request=ctx.req_id)
     elif cmd.override:
         plan.notes.append("override=budget was not needed: this is within the budgets")
     state = "planned" if cmd.dry_run else "pending_approval" if needs else "approved"
@@ -135,7 +130,7 @@ async def undo(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
     if rec.incident != inc.id:
         raise Refusal(f"{rec.id} belongs to {rec.incident}; undo it from that incident's channel.")
     lever = LEVERS[rec.lever]
-    _, grant = await authz.access(svc, inc, req.actor, rec.lever, rec.cell)
+    grant = authz.allowed_grant(req)
     if not lever.reversible:
         await hooks.grant_used(svc, rec, grant, "undo refused: not reversible")
         raise Refusal(f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}.", request=rec.id)

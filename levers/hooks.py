@@ -1,8 +1,8 @@
 """Extension points other capabilities fill (approvals, break-glass).
 
 APPROVAL_REQUESTED: async fn(svc, inc, record) -> None, called after a lever
-request is stored in `pending_approval`. Empty list: levers that need approval
-are refused with "needs approval".
+request is stored in `pending_approval` (bot.approvals posts the Approve/Deny
+card; bot/commands.py always loads it with the levers).
 
 GRANT_PROVIDERS: async fn(svc, inc, user, lever_name, cell) -> grant id | None.
 Asked when the user lacks the lever's role; cell is the cell name or "fleet".
@@ -22,18 +22,36 @@ request a dead process left executing or undoing (approvals edit the card).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Optional, Protocol
 
 if TYPE_CHECKING:
     from bot.core.services import Services
     from bot.incidents.models import Incident
     from levers.requests import LeverRequest
 
-ApprovalRequested = Callable[["Services", "Incident", "LeverRequest"], Awaitable[None]]
-GrantProvider = Callable[["Services", Optional["Incident"], str, str, str], Awaitable[Optional[str]]]
-GrantActive = Callable[["Services", Optional["Incident"], str, str, str, str], Awaitable[bool]]
-GrantUsed = Callable[..., Awaitable[Any]]
-Reconciled = Callable[["Services", "LeverRequest"], Awaitable[Any]]
+
+class ApprovalRequested(Protocol):
+    async def __call__(self, svc: "Services", inc: "Incident", rec: "LeverRequest", /) -> None: ...
+
+
+class GrantProvider(Protocol):
+    async def __call__(self, svc: "Services", inc: Optional["Incident"], user: str, lever: str, cell: str,
+                       /) -> str | None: ...
+
+
+class GrantActive(Protocol):
+    async def __call__(self, svc: "Services", inc: Optional["Incident"], grant_id: str, user: str, lever: str,
+                       cell: str, /) -> bool: ...
+
+
+class GrantUsed(Protocol):
+    async def __call__(self, svc: "Services", inc: Optional["Incident"], rec: "LeverRequest", grant_id: str, /,
+                       outcome: str | None = None) -> None: ...
+
+
+class Reconciled(Protocol):
+    async def __call__(self, svc: "Services", rec: "LeverRequest", /) -> None: ...
+
 
 APPROVAL_REQUESTED: list[ApprovalRequested] = []
 GRANT_PROVIDERS: list[GrantProvider] = []
@@ -48,4 +66,4 @@ async def grant_used(svc: "Services", rec: "LeverRequest", grant_id: str | None,
         return
     inc = await svc.incidents.get(rec.incident)
     for used in GRANT_USED:
-        await (used(svc, inc, rec, grant_id, outcome=outcome) if outcome else used(svc, inc, rec, grant_id))
+        await used(svc, inc, rec, grant_id, outcome=outcome)

@@ -161,4 +161,5 @@ def kube_for(svc: "Services") -> Kube:
     kube = svc.extras.get(_EXTRA)
     if kube is None:
         kube = svc.extras[_EXTRA] = Kube(svc.settings.kubeconfig, svc.policy.levers.api_timeout_seconds)
+        svc.closers.append(kube.close)  # the runtime closes the clients' sessions at app cleanup
     return kube

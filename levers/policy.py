@@ -4,9 +4,10 @@ Only pydantic here: the policy loader imports this before anything else.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bot.incidents.roles import ROLES
+from bot.policy.models import Strict
 
 # The catalogue's names; levers.base checks at import that the registry matches.
 CATALOGUE = (
@@ -15,11 +16,7 @@ CATALOGUE = (
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LeverRule(_Strict):
+class LeverRule(Strict):
     roles: list[str] = Field(min_length=1)
     needs_approval: bool = False
     why: str | None = None  # shown when needs_approval, e.g. "evicts admitted workloads"
@@ -33,7 +30,7 @@ class LeverRule(_Strict):
         return v
 
 
-class RouteWeightPolicy(_Strict):
+class RouteWeightPolicy(Strict):
     steps_percent: list[int] = Field(default=[100, 50, 0], min_length=2)
     min_dwell_minutes: float = Field(default=5, ge=0)
     backend_prefix: str = "cell-"
@@ -54,7 +51,7 @@ class RouteWeightPolicy(_Strict):
         return None
 
 
-class HeadroomPolicy(_Strict):
+class HeadroomPolicy(Strict):
     # `$cell` is replaced by the receiving cell's name.
     query: str
     max_burn: float = Field(default=1.0, gt=0)
@@ -68,14 +65,14 @@ class HeadroomPolicy(_Strict):
         return v
 
 
-class QuarantinePolicy(_Strict):
+class QuarantinePolicy(Strict):
     per_cell_per_hour: int = Field(default=3, ge=0)
     max_quarantined_fraction: float = Field(default=0.10, ge=0, le=1)
     gpu_node_selector: str = "nvidia.com/gpu.present=true"
     taint_key: str = "gpu.corp/quarantine"
 
 
-class KillswitchPolicy(_Strict):
+class KillswitchPolicy(Strict):
     configmap: str = "toolgw/toolgw-flags"
     key_format: str = "{tenant}.max_side_effect"
     levels: list[str] = Field(default=["none", "read", "write", "money"], min_length=2)  # narrowest first
@@ -88,7 +85,7 @@ class KillswitchPolicy(_Strict):
         return v
 
 
-class LeversPolicy(_Strict):
+class LeversPolicy(Strict):
     fleet_context: str = "global"
     cells: dict[str, str] = Field(default_factory=dict)  # cell -> kube context (default: same name)
     fleet_targets: list[str] = Field(default_factory=list)  # objects that are fleet-wide wherever they live

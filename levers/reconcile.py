@@ -7,16 +7,25 @@ changed; part of a multi-call plan -> the part that landed is put back, then
 applied). The settling itself is a compare-and-set from the in-flight state,
 so two starting replicas settle a request once. A request younger than policy
 `stuck_after_seconds` may belong to a live replica: it gets a timer instead.
+
+Each settle is the system command `lever_settle`, run through the one
+dispatcher like every timer (comms.system.run_system): one `command.lever_settle`
+entry, and the lever.* event it writes carries the same request id.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from bot import logs
+from bot.clock import hhmm
+from bot.comms.system import JobRetry, run_system
+from bot.core.registry import route
+from bot.core.request import Outcome, Refusal, Request
 from bot.incidents.views import announce
 from bot.scheduler import Job, job_handler, on_start
 from levers import hooks, messages
 from levers.base import LEVERS, Ctx, Lever
+from levers.commands import LeverSettle
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, Plan, read, restore_ops
@@ -25,50 +34,79 @@ from levers.undo import not_restored
 
 if TYPE_CHECKING:
     from bot.core.services import Services
+    from bot.incidents.models import Incident
 
 log = logs.get(__name__)
 JOB = "lever.reconcile"
 AFTER_RESTART = "found after a restart; not re-applied"
 
 
+def _stuck_at(svc: "Services", rec: LeverRequest) -> float:
+    """When an in-flight request counts as abandoned (before that, a live replica may own it)."""
+    since = (rec.started_at if rec.state == "executing" else rec.undone_at) or rec.created_at
+    return since + svc.policy.levers.stuck_after_seconds
+
+
+async def _later(svc: "Services", rec: LeverRequest, due: float) -> None:
+    await svc.scheduler.schedule(JOB, rec.id, due, {"incident": rec.incident})
+
+
+async def _settle_when_stuck(svc: "Services", rec: LeverRequest) -> None:
+    """Dispatch the settle once the request is old enough; until then, a timer (no audit for waiting)."""
+    if svc.clock.now() < _stuck_at(svc, rec):
+        await _later(svc, rec, _stuck_at(svc, rec))
+        return
+    await run_system(svc, LeverSettle(request=rec.id), rec.incident)
+
+
 @on_start
 async def reconcile_in_flight(svc: "Services") -> None:
     for rec in await in_flight(svc.redis):
-        await settle(svc, rec)
+        try:
+            await _settle_when_stuck(svc, rec)
+        except JobRetry:
+            await _later(svc, rec, svc.clock.now() + svc.policy.levers.stuck_after_seconds)
 
 
 @job_handler(JOB)
 async def _due(svc: "Services", job: Job) -> None:
     rec = await get_request(svc.redis, job.key)
     if rec is not None and rec.state in IN_FLIGHT:
-        await settle(svc, rec)
+        await _settle_when_stuck(svc, rec)  # an error leaves the job to the scheduler's retry
 
 
-async def _later(svc: "Services", rec: LeverRequest, due: float) -> None:
-    await svc.extras["scheduler"].schedule(JOB, rec.id, due, {"incident": rec.incident})
-
-
-async def settle(svc: "Services", rec: LeverRequest) -> str | None:
-    """Settle one in-flight request if it is old enough; returns the state it settled in."""
-    grace = svc.policy.levers.stuck_after_seconds
-    since = (rec.started_at if rec.state == "executing" else rec.undone_at) or rec.created_at
-    if svc.clock.now() < since + grace:
-        await _later(svc, rec, since + grace)
-        return None
+@route(LeverSettle, spec=None, summary="settle a request a dead process left executing or undoing (restart)")
+async def settle(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
+    cmd: LeverSettle = req.command  # type: ignore[assignment]
+    rec = await get_request(svc.redis, cmd.request)
+    if rec is None or rec.state not in IN_FLIGHT:
+        raise Refusal(f"{cmd.request} is {rec.state if rec else 'missing'}; nothing to settle.", request=cmd.request)
+    if svc.clock.now() < _stuck_at(svc, rec):  # it moved on and back in flight since the sweep looked
+        await _later(svc, rec, _stuck_at(svc, rec))
+        raise Refusal(f"{rec.id} is {rec.state} and not stuck yet.", request=rec.id)
     lever = LEVERS[rec.lever]
     try:
         ctx = await for_record(svc, rec)
         obj = await ctx.kube.get(lever.path(ctx))
     except (KubeError, UnknownCell) as e:
-        log.warning("lever_reconcile_unreadable", request=rec.id, error=str(e)[:200])
-        await _later(svc, rec, svc.clock.now() + grace)  # can't tell what landed: look again later
-        return None
-    if rec.state == "executing":
-        return await _executing(svc, rec, lever, ctx, obj)
-    return await _undoing(svc, rec, lever, ctx, obj)
+        # Can't tell what landed: look again later (the scheduler also retries this job soon).
+        retry = svc.clock.now() + svc.policy.levers.stuck_after_seconds
+        await _later(svc, rec, retry)
+        return Outcome(result="error", message=f"{rec.label}: could not read it back ({e}); "
+                                               f"looking again at {hhmm(retry)} UTC.",
+                       audit={"request": rec.id, "settled": None, "error": str(e)[:200]})
+    settled = await (_executing if rec.state == "executing" else _undoing)(svc, req, rec, lever, ctx, obj)
+    if settled is None:
+        raise Refusal(f"{rec.id} was settled by another process.", request=rec.id)
+    state, message = settled
+    return Outcome(message=message, audit={"request": rec.id, "lever": rec.lever, "target": rec.target,
+                                           "cell": rec.cell, "was": rec.state, "settled": state})
 
 
-async def _executing(svc: "Services", rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any]) -> str | None:
+# Each returns (state, message), or None when another process settled it first. The lever.* entry is the
+# same event the executor / undo write in the normal path, tied to this settle's request id.
+async def _executing(svc: "Services", req: Request, rec: LeverRequest, lever: Lever, ctx: Ctx,
+                     obj: dict[str, Any]) -> tuple[str, str] | None:
     plan = Plan.from_record(rec.plan, rec.pre_state)
     present = {p: v for p, v in plan.changes.items() if read(obj, p) == v}
     rv = (obj.get("metadata") or {}).get("resourceVersion")
@@ -84,14 +122,14 @@ async def _executing(svc: "Services", rec: LeverRequest, lever: Lever, ctx: Ctx,
     result = {"ok": state == "done", "message": message, "verified": state == "done", "resource_version": rv,
               "reconciled": True}
     await transition(svc.redis, rec.id, {state}, state, result=result)
-    await svc.audit.append(f"lever.{state}", actor="system", incident=rec.incident, detail={
+    await svc.audit.append(f"lever.{state}", actor="system", incident=rec.incident, request_id=req.id, detail={
         "request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell, **result})
     await _tell(svc, rec, message)
     await hooks.grant_used(svc, rec, rec.grant_id)
     settled = await get_request(svc.redis, rec.id)
     for hook in hooks.RECONCILED:
         await hook(svc, settled or rec)
-    return state
+    return state, message
 
 
 async def _put_back(ctx: Ctx, lever: Lever, rec: LeverRequest, present: dict[str, Any], obj: dict) -> str:
@@ -106,7 +144,8 @@ async def _put_back(ctx: Ctx, lever: Lever, rec: LeverRequest, present: dict[str
     return "interrupted part-way; what had landed was put back, nothing changed"
 
 
-async def _undoing(svc: "Services", rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any]) -> str | None:
+async def _undoing(svc: "Services", req: Request, rec: LeverRequest, lever: Lever, ctx: Ctx,
+                   obj: dict[str, Any]) -> tuple[str, str] | None:
     rv = (obj.get("metadata") or {}).get("resourceVersion")
     if not_restored(rec, obj):
         if not await transition(svc.redis, rec.id, {"undoing"}, "done", undone_by=None, undone_at=None):
@@ -121,11 +160,11 @@ async def _undoing(svc: "Services", rec: LeverRequest, lever: Lever, ctx: Ctx, o
         await lever.undone(ctx)
         message = f"{rec.label}: undone by <@{rec.undone_by}> (restore verified by read-back after a restart, rv {rv})."
         action, state = "lever.undo", "undone"
-    await svc.audit.append(action, actor="system", incident=rec.incident, detail={
+    await svc.audit.append(action, actor="system", incident=rec.incident, request_id=req.id, detail={
         "request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell, "undone_by": rec.undone_by,
         "resource_version": rv, "reconciled": True, "message": message})
     await _tell(svc, rec, message)
-    return state
+    return state, message
 
 
 async def _tell(svc: "Services", rec: LeverRequest, message: str) -> None:

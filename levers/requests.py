@@ -13,13 +13,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.store import Keys, Redis
+from levers.lua import Lua
 
 STATES = ("planned", "pending_approval", "approved", "denied", "expired", "stale",
           "executing", "done", "failed", "undoing", "undone")
 OPEN_STATES = ("pending_approval", "approved", "executing", "done", "undoing")
 IN_FLIGHT = ("executing", "undoing")
 
-_TRANSITION = """
+_TRANSITION = Lua("""
 local cur = redis.call('HGET', KEYS[1], 'state')
 if not cur then return 0 end
 local n = tonumber(ARGV[1])
@@ -32,7 +33,7 @@ for i = n + 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 local id = string.match(KEYS[1], 'req:(.*)$')
 if to == 'executing' or to == 'undoing' then redis.call('SADD', KEYS[2], id) else redis.call('SREM', KEYS[2], id) end
 return 1
-"""
+""")
 _IN_FLIGHT_KEY = Keys.levers("in-flight")
 
 
@@ -93,6 +94,17 @@ async def get_request(r: Redis, req_id: str) -> LeverRequest | None:
     return LeverRequest.model_validate(_decode(raw)) if raw else None
 
 
+async def _get_many(r: Redis, ids: list[str]) -> list[LeverRequest]:
+    """Several records in one round trip (missing ones left out)."""
+    if not ids:
+        return []
+    async with r.pipeline(transaction=False) as p:
+        for i in ids:
+            p.hgetall(Keys.levers(f"req:{i}"))
+        raws = await p.execute()
+    return [LeverRequest.model_validate(_decode(raw)) for raw in raws if raw]
+
+
 async def transition(r: Redis, req_id: str, from_states: set[str], to_state: str, **fields: Any) -> bool:
     """Atomically move req_id to to_state if it is in one of from_states; set fields with it."""
     if to_state not in STATES:
@@ -101,18 +113,15 @@ async def transition(r: Redis, req_id: str, from_states: set[str], to_state: str
     flat: list[str] = []
     for k, v in _encode(fields).items():
         flat += [k, v]
-    script = r.register_script(_TRANSITION)
-    return bool(await script(keys=[Keys.levers(f"req:{req_id}"), _IN_FLIGHT_KEY],
-                             args=[len(src), *src, to_state, *flat]))
+    return bool(await _TRANSITION.on(r)(keys=[Keys.levers(f"req:{req_id}"), _IN_FLIGHT_KEY],
+                                        args=[len(src), *src, to_state, *flat]))
 
 
 async def in_flight(r: Redis) -> list[LeverRequest]:
     """Requests some process was executing or undoing (it may have died since)."""
-    out = [await get_request(r, i) for i in sorted(await r.smembers(_IN_FLIGHT_KEY))]
-    return [x for x in out if x is not None and x.state in IN_FLIGHT]
+    out = await _get_many(r, sorted(await r.smembers(_IN_FLIGHT_KEY)))
+    return [x for x in out if x.state in IN_FLIGHT]
 
 
 async def for_incident(r: Redis, incident: str) -> list[LeverRequest]:
-    ids = await r.zrange(Keys.levers(f"inc:{incident}"), 0, -1)
-    out = [await get_request(r, i) for i in ids]
-    return [x for x in out if x is not None]
+    return await _get_many(r, await r.zrange(Keys.levers(f"inc:{incident}"), 0, -1))

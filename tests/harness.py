@@ -12,6 +12,7 @@ from bot.clock import Clock, ManualClock
 from bot.config import load_settings
 from bot.core.services import Services
 from bot.runtime import build_runtime
+from bot.server import start_local
 from tests.fakes.slack import FakeSlack, SlackSender
 
 SECRET = "test-signing-secret"
@@ -75,10 +76,6 @@ async def start_app(
         **settings,
     )
     rt = build_runtime(s, clock=clock or ManualClock(), redis=aioredis.from_url(redis_url, decode_responses=True))
-    runner = web.AppRunner(rt.web)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
     return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)

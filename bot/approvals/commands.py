@@ -29,14 +29,14 @@ class ApprovalSettle(Command):
     """Settle a request (scheduler, actor system): expire it when its window is over,
     or finish an approved lever that never ran (the deciding process died)."""
 
-    name: ClassVar[str] = "approval-settle"
+    name: ClassVar[str] = "approval_settle"
     request: str = Field(pattern=BALLOT_ID)
 
 
 class BreakglassEnd(Command):
     """A grant's time ran out (the reaper, actor system)."""
 
-    name: ClassVar[str] = "breakglass-end"
+    name: ClassVar[str] = "breakglass_end"
     grant: str = Field(pattern=GRANT_ID.pattern)
 
 

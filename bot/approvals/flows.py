@@ -101,7 +101,7 @@ async def deny(svc: "Services", req: Request, inc: "Incident | None") -> Outcome
     if b.kind == "lever":
         await lever_side.denied(svc, b)
     else:
-        await notify.scheduler(svc).cancel(grants.EXPIRE_JOB, b.id)
+        await svc.scheduler.cancel(grants.EXPIRE_JOB, b.id)
         await notify.edit_card(svc, b, cards.decision_line(b))
     return Outcome(message=f"{b.id} denied; nothing was changed.",
                    audit={**cards.details(b), "vote": "deny", "seat": v.seat, "decision": "denied"})

@@ -19,7 +19,6 @@ from bot.core.grammar import Spec
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
 from bot.incidents.flows import STATUS_LINES
-from bot.slack.gateway import SlackFailure
 from bot.store import Keys
 from levers import hooks
 from levers.policy import CATALOGUE
@@ -72,23 +71,18 @@ async def breakglass(svc: "Services", req: Request, inc: "Incident | None") -> O
                detail={"scope": sc.text(), "describe": sc.describe(), "levers": list(sc.levers), "cell": sc.cell,
                        "fleet": sc.fleet, "minutes": cmd.minutes, "reason": cmd.reason})
     await notify.ballots(svc).create(b)
-    await notify.scheduler(svc).schedule(EXPIRE_JOB, bid, b.expires_at, {"incident": inc.id})
-    if not inc.channel_id:
-        raise Refusal(f"{inc.id} has no channel for the request card; nothing was granted.")
-    try:
-        ts = await svc.slack.post(inc.channel_id, cards.grant_text(b), cards.grant_request(b))
-    except SlackFailure as f:
-        raise Refusal(f"Slack refused the request card ({f.error}); {bid} grants nothing and expires "
-                      f"at {hhmm(b.expires_at)} UTC. Try again.") from None
-    await notify.ballots(svc).set_card(inc.id, bid, inc.channel_id, ts)
-    await notify.to_security(svc, f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
-                                  f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}")
+    await svc.scheduler.schedule(EXPIRE_JOB, bid, b.expires_at, {"incident": inc.id})
+    await notify.post_card(svc, inc, b, "request card", cards.grant_text(b), cards.grant_request(b),
+                           f"it grants nothing and expires at {hhmm(b.expires_at)} UTC. Try again.")
+    posted = await notify.to_security(
+        svc, f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
+             f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}")
     need = seats_text(required_seats(b.seats, b.sev1_seats, inc.sev))
     return Outcome(
         message=f"{bid} requested: {sc.describe()} for {cmd.minutes} min from approval. "
-                f"It needs {need}, not you, by {hhmm(b.expires_at)} UTC.",
+                f"It needs {need}, not you, by {hhmm(b.expires_at)} UTC.{notify.unposted(posted)}",
         audit={**cards.details(b), "scope": sc.text(), "minutes": cmd.minutes, "seats": b.seats,
-               "sev1_seats": b.sev1_seats, "expires_at": iso(b.expires_at)},
+               "sev1_seats": b.sev1_seats, "expires_at": iso(b.expires_at), "security_posted": posted},
     )
 
 
@@ -96,15 +90,15 @@ async def activate(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]:
     """After the last required approval: start the clock on the grant."""
     assert b.grant_expires_at is not None
     until = hhmm(b.grant_expires_at)
-    await notify.scheduler(svc).schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": b.incident})
-    await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
+    await svc.scheduler.schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": b.incident})
+    await svc.scheduler.cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, cards.decision_line(b, f"active until {until} UTC"))
     what = b.detail["describe"]
     await notify.to_channel(svc, b, f":unlock: {b.id} active: <@{b.requester}> may pull {what} until {until} UTC.")
-    await notify.to_security(svc, f":unlock: {b.id} granted in {b.incident}: <@{b.requester}> may pull {what} "
-                                  f"until {until} UTC; approved by {cards.approvers(b)}.")
-    return (f"{b.id} approved: <@{b.requester}> may pull {what} until {until} UTC.",
-            {"grant_expires_at": iso(b.grant_expires_at), "approvers": b.filled})
+    posted = await notify.to_security(svc, f":unlock: {b.id} granted in {b.incident}: <@{b.requester}> may pull "
+                                           f"{what} until {until} UTC; approved by {cards.approvers(b)}.")
+    return (f"{b.id} approved: <@{b.requester}> may pull {what} until {until} UTC.{notify.unposted(posted)}",
+            {"grant_expires_at": iso(b.grant_expires_at), "approvers": b.filled, "security_posted": posted})
 
 
 async def _revoke(svc: "Services", req: Request, inc: "Incident", bid: str) -> Outcome:
@@ -119,13 +113,14 @@ async def _revoke(svc: "Services", req: Request, inc: "Incident", bid: str) -> O
         raise Refusal(f"Only the grantee or {seats_text(revokers)} can revoke {bid}.", grant=bid)
     b = await notify.ballots(svc).get(inc.id, bid)
     assert b is not None
-    await notify.scheduler(svc).cancel(REAP_JOB, bid)
-    await notify.scheduler(svc).cancel(EXPIRE_JOB, bid)
+    await svc.scheduler.cancel(REAP_JOB, bid)
+    await svc.scheduler.cancel(EXPIRE_JOB, bid)
     await notify.edit_card(svc, b, cards.decision_line(b))
     await notify.to_channel(svc, b, f":lock: {bid} revoked by <@{req.actor}>; <@{b.requester}> no longer has it.")
-    await notify.to_security(svc, f":lock: {bid} in {inc.id} revoked by <@{req.actor}> (was {state}).")
-    return Outcome(message=f"{bid} revoked; <@{b.requester}> no longer has {b.detail['describe']}.",
-                   audit={**cards.details(b), "grant": bid, "revoked": True, "was": state})
+    posted = await notify.to_security(svc, f":lock: {bid} in {inc.id} revoked by <@{req.actor}> (was {state}).")
+    return Outcome(message=f"{bid} revoked; <@{b.requester}> no longer has {b.detail['describe']}."
+                           f"{notify.unposted(posted)}",
+                   audit={**cards.details(b), "grant": bid, "revoked": True, "was": state, "security_posted": posted})
 
 
 @route(BreakglassEnd, spec=None, summary="a grant's time ran out (reaper)")
@@ -141,13 +136,14 @@ async def breakglass_end(svc: "Services", req: Request, inc: "Incident | None") 
         if active(b, now):
             # Delivered early (a clock step): come back at the real end.
             assert b.grant_expires_at is not None
-            await notify.scheduler(svc).schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": inc.id})
+            await svc.scheduler.schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": inc.id})
         return Outcome(message=f"{b.id} is {b.state}; nothing to end.", audit={"grant": b.id, "ended": False})
     await notify.edit_card(svc, b, cards.decision_line(b))
     await notify.to_channel(svc, b, f":lock: {b.id} ended: <@{b.requester}> no longer has {b.detail['describe']}.")
-    await notify.to_security(svc, f":lock: {b.id} in {inc.id} ended at {hhmm(now)} UTC (time is up).")
-    return Outcome(message=f"{b.id} ended.", audit={**cards.details(b), "grant": b.id, "ended": True,
-                                                    "grant_expires_at": iso(b.grant_expires_at)})
+    posted = await notify.to_security(svc, f":lock: {b.id} in {inc.id} ended at {hhmm(now)} UTC (time is up).")
+    return Outcome(message=f"{b.id} ended.{notify.unposted(posted)}", audit={
+        **cards.details(b), "grant": b.id, "ended": True, "grant_expires_at": iso(b.grant_expires_at),
+        "security_posted": posted})
 
 
 async def grant_for(svc: "Services", inc: "Incident | None", user: str, lever: str, cell: str) -> str | None:

@@ -1,7 +1,8 @@
 """Timers: the approval window, the grant reaper, and the restart sweep.
 
-Each fires as a system request through the one dispatcher, so it is audited
-once; the scheduler delivers each job once across replicas and after restarts.
+Each fires as a system request through the one dispatcher (comms.system.run_system),
+so it is audited once; the scheduler delivers each job once across replicas and
+after restarts, and delivers it again when the request ended in an error.
 """
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from typing import TYPE_CHECKING
 
 from bot.approvals import notify
 from bot.approvals.commands import ApprovalSettle, BreakglassEnd
-from bot.core import dispatch
-from bot.core.request import Command, Request, Source
+from bot.comms.system import JobRetry, run_system
 from bot.scheduler import Job, job_handler, on_start
 from levers import requests
 
@@ -18,18 +18,14 @@ if TYPE_CHECKING:
     from bot.core.services import Services
 
 
-async def _system(svc: "Services", cmd: Command, inc: str) -> None:
-    await dispatch.execute(svc, Request(command=cmd, actor="system", source=Source.scheduler, incident_id=inc))
-
-
 @job_handler("approval.expire")
 async def _window_over(svc: "Services", job: Job) -> None:
-    await _system(svc, ApprovalSettle(request=job.key), job.payload["incident"])
+    await run_system(svc, ApprovalSettle(request=job.key), job.payload["incident"])
 
 
 @job_handler("breakglass.reap")
 async def _grant_over(svc: "Services", job: Job) -> None:
-    await _system(svc, BreakglassEnd(grant=job.key), job.payload["incident"])
+    await run_system(svc, BreakglassEnd(grant=job.key), job.payload["incident"])
 
 
 @on_start
@@ -41,4 +37,7 @@ async def resume_approved(svc: "Services") -> None:
                 continue
             rec = await requests.get_request(svc.redis, b.id)
             if rec is not None and rec.state in ("pending_approval", "approved"):
-                await _system(svc, ApprovalSettle(request=b.id), inc)
+                try:
+                    await run_system(svc, ApprovalSettle(request=b.id), inc)
+                except JobRetry:  # leave it to the settle timer, which the scheduler retries
+                    await svc.scheduler.schedule("approval.expire", b.id, svc.clock.now(), {"incident": inc})

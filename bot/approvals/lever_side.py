@@ -15,8 +15,6 @@ from bot import logs
 from bot.approvals import cards, notify
 from bot.approvals.ballots import Ballot
 from bot.clock import hhmm, iso
-from bot.core.request import Refusal
-from bot.slack.gateway import SlackFailure
 from levers import executor, hooks, requests
 
 if TYPE_CHECKING:
@@ -52,18 +50,13 @@ async def request_approval(svc: "Services", inc: "Incident", rec: "LeverRequest"
                detail=_detail(rec))
     if not await notify.ballots(svc).create(b):
         return  # the hook ran already for this request: one ballot, one card
-    await notify.scheduler(svc).schedule(EXPIRE_JOB, b.id, b.expires_at, {"incident": inc.id})
+    await svc.scheduler.schedule(EXPIRE_JOB, b.id, b.expires_at, {"incident": inc.id})
     await svc.audit.append("approval.requested", actor=rec.requester, incident=inc.id, detail={
         **cards.details(b), "lever": rec.lever, "target": rec.target, "cell": rec.cell,
         "seats": b.seats, "expires_at": iso(b.expires_at), "kubectl": b.detail["kubectl"]})
-    if not inc.channel_id:
-        raise Refusal(f"{rec.id} needs approval but {inc.id} has no channel for the card; it will expire.")
-    try:
-        ts = await svc.slack.post(inc.channel_id, cards.lever_text(b), cards.lever_request(b))
-    except SlackFailure as f:
-        raise Refusal(f"{rec.id} needs approval, but Slack refused the approval card ({f.error}); "
-                      f"nothing will run and it expires at {hhmm(b.expires_at)} UTC. Try the lever again.") from None
-    await notify.ballots(svc).set_card(inc.id, b.id, inc.channel_id, ts)
+    await notify.post_card(svc, inc, b, "approval card", cards.lever_text(b), cards.lever_request(b),
+                           f"it needs approval, so nothing will run; it expires at {hhmm(b.expires_at)} UTC. "
+                           "Try the lever again.")
 
 
 async def run_approved(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]:
@@ -80,7 +73,7 @@ async def run_approved(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]
     rec = await requests.get_request(svc.redis, b.id)
     said = (rec.result or {}).get("message") if rec else None
     if rec is not None and rec.state in FINISHED:
-        await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)  # settled: the window timer has nothing left to do
+        await svc.scheduler.cancel(EXPIRE_JOB, b.id)  # settled: the window timer has nothing left to do
         if said:
             await notify.edit_card(svc, b, cards.decision_line(b, said))
     return said or res.message, {"state": rec.state if rec else res.state, "ok": res.ok}
@@ -95,7 +88,7 @@ async def _grant_report(svc: "Services", b: Ballot, outcome: str) -> None:
 
 async def denied(svc: "Services", b: Ballot) -> None:
     await requests.transition(svc.redis, b.id, {"pending_approval"}, "denied")
-    await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
+    await svc.scheduler.cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, cards.decision_line(b))
     await _grant_report(svc, b, f"denied by <@{b.decided_by}>; nothing changed")
 
@@ -111,7 +104,7 @@ async def reconciled(svc: "Services", rec: "LeverRequest") -> None:
     b = await notify.ballots(svc).get(rec.incident, rec.id)
     said = (rec.result or {}).get("message")
     if b is not None and b.kind == "lever" and said:
-        await notify.scheduler(svc).cancel(EXPIRE_JOB, b.id)
+        await svc.scheduler.cancel(EXPIRE_JOB, b.id)
         await notify.edit_card(svc, b, cards.decision_line(b, said))
 
 

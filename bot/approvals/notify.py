@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 from bot import logs
 from bot.approvals import cards
 from bot.approvals.ballots import Ballot, Ballots
+from bot.core.request import Refusal
 from bot.slack.gateway import SlackFailure
 
 if TYPE_CHECKING:
     from bot.core.services import Services
-    from bot.scheduler import Scheduler
+    from bot.incidents.models import Incident
 
 log = logs.get(__name__)
 
@@ -25,8 +26,17 @@ def ballots(svc: "Services") -> Ballots:
     return svc.extras["ballots"]
 
 
-def scheduler(svc: "Services") -> "Scheduler":
-    return svc.extras["scheduler"]
+async def post_card(svc: "Services", inc: "Incident", b: Ballot, card: str, text: str, blocks: list,
+                    consequence: str) -> None:
+    """Post a new ballot's card in the incident channel and remember where; or refuse, saying
+    what comes of the ballot without its card (`consequence`)."""
+    if not inc.channel_id:
+        raise Refusal(f"{b.id}: {inc.id} has no channel for the {card}; {consequence}")
+    try:
+        ts = await svc.slack.post(inc.channel_id, text, blocks)
+    except SlackFailure as f:
+        raise Refusal(f"{b.id}: Slack refused the {card} ({f.error}); {consequence}") from None
+    await ballots(svc).set_card(inc.id, b.id, inc.channel_id, ts)
 
 
 async def edit_card(svc: "Services", b: Ballot, line: str | None = None) -> None:
@@ -47,6 +57,14 @@ async def to_channel(svc: "Services", b: Ballot, text: str) -> None:
         await svc.slack.post(b.card_channel, text)
     except SlackFailure as f:
         log.warning("approval_post_failed", request=b.id, error=f.error)
+
+
+NOT_POSTED = " Firebreak could not post this to the security channel: tell security yourself."
+
+
+def unposted(posted: bool) -> str:
+    """What a reply adds when the security channel did not get its post."""
+    return "" if posted else NOT_POSTED
 
 
 async def to_security(svc: "Services", text: str) -> bool:

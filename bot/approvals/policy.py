@@ -1,9 +1,10 @@
 """The approvals policy section (policies/approvals.yaml)."""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from bot.incidents.roles import ROLES
+from bot.policy.models import Strict
 
 
 def _seats(v: list[str]) -> list[str]:
@@ -15,18 +16,14 @@ def _seats(v: list[str]) -> list[str]:
     return v
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LeverApprovals(_Strict):
+class LeverApprovals(Strict):
     approvers: list[str] = Field(default_factory=lambda: ["ic"], min_length=1)
     window_minutes: float = Field(default=10, gt=0, le=24 * 60)
 
     _v = field_validator("approvers")(lambda cls, v: _seats(v))
 
 
-class BreakglassPolicy(_Strict):
+class BreakglassPolicy(Strict):
     approvers: list[str] = Field(default_factory=lambda: ["ic"], min_length=1)
     sev1_approvers: list[str] = Field(default_factory=lambda: ["security"])
     window_minutes: float = Field(default=10, gt=0, le=24 * 60)
@@ -37,6 +34,6 @@ class BreakglassPolicy(_Strict):
     _v = field_validator("approvers", "sev1_approvers", "revokers")(lambda cls, v: _seats(v))
 
 
-class ApprovalsPolicy(_Strict):
+class ApprovalsPolicy(Strict):
     lever: LeverApprovals = Field(default_factory=LeverApprovals)
     breakglass: BreakglassPolicy = Field(default_factory=BreakglassPolicy)

@@ -8,11 +8,11 @@ accepted, so a grant can never reach past what Firebreak itself can do.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from bot.incidents.models import CELL_NAME
+
 FLEET = "fleet"
-_CELL = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 class ScopeError(ValueError):
@@ -54,7 +54,7 @@ def parse(text: str, catalogue: list[str]) -> Scope:
         return Scope(fleet=True)
     if t.startswith("cell:"):
         cell = t[5:]
-        if not _CELL.match(cell):
+        if not CELL_NAME.match(cell):
             raise ScopeError(f"`{cell[:40]}` is not a cell name (like `cell:us-east-3`).")
         return Scope(cell=cell)
     names = [n.strip() for n in t.split(",") if n.strip()]

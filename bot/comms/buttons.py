@@ -85,7 +85,7 @@ async def snooze(svc: "Services", req: Request, inc: Incident | None) -> Outcome
     assert inc is not None
     minutes = svc.policy.cadence.snooze_minutes
     new_due = svc.clock.now() + minutes * 60
-    code, current = await svc.redis.register_script(scripts.SNOOZE)(
+    code, current = await scripts.loaded(svc).snooze(
         keys=[Keys.incident(inc.id)], args=[cmd.due, repr(new_due)]
     )
     if int(code) == 0:

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from bot.policy.models import Strict
 
 
 def _compiles(patterns: list[str]) -> list[str]:
@@ -19,7 +17,7 @@ def _compiles(patterns: list[str]) -> list[str]:
     return patterns
 
 
-class PublicPolicy(_Strict):
+class PublicPolicy(Strict):
     """What may not appear in a public (stakeholder) update: status pages are product × region."""
 
     cell_patterns: list[str] = Field(default_factory=list)
@@ -28,7 +26,7 @@ class PublicPolicy(_Strict):
     _ok = field_validator("cell_patterns", "node_patterns")(lambda cls, v: _compiles(v))
 
 
-class SecretPattern(_Strict):
+class SecretPattern(Strict):
     kind: str = Field(min_length=1, max_length=60)  # what the warning names
     pattern: str
 
@@ -38,7 +36,7 @@ class SecretPattern(_Strict):
         return _compiles([v])[0]
 
 
-class CommsPolicy(_Strict):
+class CommsPolicy(Strict):
     public: PublicPolicy = Field(default_factory=PublicPolicy)
     # Added to the built-in patterns in bot/redact.py.
     secret_patterns: list[SecretPattern] = Field(default_factory=list)

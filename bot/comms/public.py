@@ -75,7 +75,7 @@ def rewrite(text: str, bad: list[str], policy: PublicPolicy, nodes: list[str], i
 def region_of(inc: "Incident") -> str:
     if inc.regions:
         return ", ".join(inc.regions)
-    regions = dict.fromkeys(_CELL_SUFFIX.sub("", c) for c in inc.cells)
+    regions = dict.fromkeys(region_of_cell(c) for c in inc.cells)
     return ", ".join(regions) or "<region>"
 
 

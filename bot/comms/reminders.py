@@ -59,7 +59,7 @@ async def remind(svc: "Services", req: Request, inc: Incident | None) -> Outcome
     except Refusal as r:
         if r.audit.get("skipped") == "due_moved" and inc.next_update_due is not None:
             # A stale job (lost a race with a newer sync): put the reminder where it belongs.
-            await timers.scheduler(svc).schedule(timers.REMIND, inc.id, inc.next_update_due,
+            await svc.scheduler.schedule(timers.REMIND, inc.id, inc.next_update_due,
                                                  {"due": repr(inc.next_update_due)})
         raise
     who = inc.holder("comms") or inc.holder("ic")
@@ -70,7 +70,7 @@ async def remind(svc: "Services", req: Request, inc: Incident | None) -> Outcome
                               cards.reminder_blocks(text, inc.id, cmd.due, cad.snooze_minutes))
     if failed:
         return failed
-    await timers.scheduler(svc).schedule(timers.ESCALATE, inc.id, timers.escalation_at(due, 1, cad, inc.sev),
+    await svc.scheduler.schedule(timers.ESCALATE, inc.id, timers.escalation_at(due, 1, cad, inc.sev),
                                          {"due": cmd.due})
     return Outcome(message="reminder posted", audit={"due": iso(due), "to": who, "late": cmd.late,
                                                      "lateness_s": round(now - due, 3)})
@@ -93,7 +93,7 @@ async def escalate(svc: "Services", req: Request, inc: Incident | None) -> Outco
         return failed
     cad = svc.policy.cadence
     # Until an update is posted (the due moves) or the incident stops being active.
-    await timers.scheduler(svc).schedule(timers.ESCALATE, inc.id,
+    await svc.scheduler.schedule(timers.ESCALATE, inc.id,
                                          timers.escalation_at(due, cmd.round + 1, cad, inc.sev),
                                          {"due": cmd.due, "round": cmd.round + 1})
     fire_at = timers.escalation_at(due, cmd.round, cad, inc.sev)

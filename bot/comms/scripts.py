@@ -1,4 +1,10 @@
 """Lua for comms timers. Keys of one incident share its hash tag."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.core.services import Services
 
 # KEYS: incident, comms:cadence.
 # The due a reminder should be scheduled for ("" = none: mitigated, resolved, missing),
@@ -49,3 +55,32 @@ MARK_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+# KEYS: mark. ARGV: pending value of our claim, keep_seconds. Mark done only while the claim is still
+# ours: a claim that ran out and was taken by another process is theirs to finish. -> 1 done, 0 not ours.
+MARK_DONE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], 'done', 'EX', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+class Loaded:
+    """The scripts above, registered once per Services (registering hashes the source)."""
+
+    def __init__(self, svc: "Services") -> None:
+        r = svc.redis
+        self.sync_mark = r.register_script(SYNC_MARK)
+        self.snooze = r.register_script(SNOOZE)
+        self.mark_claim = r.register_script(MARK_CLAIM)
+        self.mark_done = r.register_script(MARK_DONE)
+        self.mark_release = r.register_script(MARK_RELEASE)
+
+
+def loaded(svc: "Services") -> Loaded:
+    found = svc.extras.get("comms.scripts")
+    if found is None:
+        found = svc.extras["comms.scripts"] = Loaded(svc)
+    return found

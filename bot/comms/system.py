@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.comms import scripts
+from bot import logs
+from bot.comms.scripts import loaded
 from bot.core import dispatch
 from bot.core.request import Command, Request, Source
 
 if TYPE_CHECKING:
     from bot.core.services import Services
+
+log = logs.get(__name__)
 
 KEEP_S = 14 * 86400  # how long a done mark outlives its due (redeliveries come far sooner)
 
@@ -36,17 +39,20 @@ class Once:
 
     async def claim(self) -> bool:
         svc = self.svc
-        until = svc.clock.now() + svc.extras["scheduler"].lease * 0.9
+        until = svc.clock.now() + svc.scheduler.lease * 0.9
         self._value = f"pending:{until!r}"
-        ok = await svc.redis.register_script(scripts.MARK_CLAIM)(
-            keys=[self.key], args=[repr(svc.clock.now()), repr(until), KEEP_S])
+        ok = await loaded(svc).mark_claim(keys=[self.key], args=[repr(svc.clock.now()), repr(until), KEEP_S])
         return bool(ok)
 
-    async def done(self) -> None:
-        await self.svc.redis.set(self.key, "done", ex=KEEP_S)
+    async def done(self) -> bool:
+        """Mark done if the claim is still ours (False: it ran out and another process took it)."""
+        ok = bool(await loaded(self.svc).mark_done(keys=[self.key], args=[self._value, KEEP_S]))
+        if not ok:
+            log.warning("mark_claim_lost", mark=self.key)
+        return ok
 
     async def release(self) -> None:
-        await self.svc.redis.register_script(scripts.MARK_RELEASE)(keys=[self.key], args=[self._value])
+        await loaded(self.svc).mark_release(keys=[self.key], args=[self._value])
 
 
 async def is_done(svc: "Services", key: str) -> bool:

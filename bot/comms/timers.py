@@ -16,7 +16,7 @@ from bot.comms.system import is_done
 from bot.core import dispatch
 from bot.core.request import Outcome, Request
 from bot.policy.models import CadencePolicy
-from bot.scheduler import Scheduler, on_start
+from bot.scheduler import on_start
 from bot.store import Keys
 
 if TYPE_CHECKING:
@@ -34,17 +34,13 @@ def escalation_at(due: float, round_: int, cadence: CadencePolicy, sev: int) -> 
     return due + cadence.escalate_after_minutes * 60 + (round_ - 1) * cadence.interval_minutes[sev] * 60
 
 
-def scheduler(svc: "Services") -> Scheduler:
-    return svc.extras["scheduler"]
-
-
 async def sync(svc: "Services", inc_id: str) -> str:
     """Reschedule when the due changed since the last sync; returns the due ("" when none)."""
-    mark = svc.redis.register_script(scripts.SYNC_MARK)
-    changed, target, prev = await mark(keys=[Keys.incident(inc_id), Keys.comms(inc_id, "cadence")])
+    changed, target, prev = await scripts.loaded(svc).sync_mark(
+        keys=[Keys.incident(inc_id), Keys.comms(inc_id, "cadence")])
     if not int(changed):
         return target
-    s = scheduler(svc)
+    s = svc.scheduler
     if target != prev:
         await s.cancel(ESCALATE, inc_id)  # the overdue clock restarts with the new due
     if target:
@@ -63,7 +59,7 @@ async def repair(svc: "Services", inc_id: str) -> None:
     target = await sync(svc, inc_id)
     if not target:
         return
-    s, due, cad = scheduler(svc), float(target), svc.policy.cadence
+    s, due, cad = svc.scheduler, float(target), svc.policy.cadence
     payload: dict[str, Any] = {"due": target}
     if not await is_done(svc, Keys.comms(inc_id, f"reminded:{target}")):
         kind, at = REMIND, due
@@ -89,9 +85,9 @@ async def _after(svc: "Services", req: Request, outcome: Outcome, inc_id: str | 
     handoff = outcome.audit.get("handoff")
     if req.command.name == "handoff" and handoff:
         minutes = svc.policy.cadence.handoff_nudge_minutes
-        await scheduler(svc).schedule(NUDGE, f"{inc_id}/{handoff}", svc.clock.now() + minutes * 60, {})
+        await svc.scheduler.schedule(NUDGE, f"{inc_id}/{handoff}", svc.clock.now() + minutes * 60, {})
     elif req.command.name == "accept" and handoff:
-        await scheduler(svc).cancel(NUDGE, f"{inc_id}/{handoff}")
+        await svc.scheduler.cancel(NUDGE, f"{inc_id}/{handoff}")
 
 
 dispatch.AFTER.append(_after)

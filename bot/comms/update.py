@@ -4,16 +4,14 @@ The update goes to the incident channel and, as the public summary, to
 FIREBREAK_STAKEHOLDER_CHANNEL. Text naming a cell or a node is refused before
 anything is recorded or posted, with the words and a product × region rewrite;
 so is text holding a secret (naming its kind, never the secret). The secret is
-kept out of every audit entry too: ``_withhold_secrets`` filters the arguments
-the executor records for any command, with the built-in and policy patterns.
+kept out of every audit entry too: the audit log scrubs each entry's detail with the
+built-in and policy patterns (bot/redact.py) before it is hashed and stored.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from bot.clock import hhmm
-from typing import Any
-
 from bot.comms import public, secrets
 from bot.core.grammar import Spec
 from bot.core.registry import route

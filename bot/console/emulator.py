@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from bot.server import start_local
+
 BOT_USER = "UFIREBREAK"
 TEAM = "TCONSOLE"
 
@@ -99,11 +101,7 @@ class SlackEmulator:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_post("/response/{key}", self._response)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, port = await start_local(app, access_log=False)
         self.base_url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:

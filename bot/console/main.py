@@ -7,14 +7,13 @@ import secrets
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
 from bot.config import load_settings
 from bot.console.emulator import SlackEmulator
 from bot.console.people import Directory
 from bot.console.session import Console
 from bot.console.signed import Sender
 from bot.runtime import build_runtime
+from bot.server import start_local
 
 BANNER = """\
 Firebreak console: the real app against an embedded Slack emulator on 127.0.0.1.
@@ -76,11 +75,7 @@ async def run_console(user: str, script: str | None) -> int:
     settings = load_settings(slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url,
                              slack_app_token=None)
     rt = build_runtime(settings)
-    runner = web.AppRunner(rt.web, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await start_local(rt.web, access_log=False)
     sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)
     console = Console(rt.services, _say, people, user)
     console_box.append(console)

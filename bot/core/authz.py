@@ -3,12 +3,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.core.registry import Route
+from bot.core.registry import ROUTES, Route
 from bot.core.request import Request
 
 if TYPE_CHECKING:
     from bot.core.services import Services
     from bot.incidents.models import Incident
+
+
+def after_resolve(svc: "Services") -> str:
+    """The typed commands a resolved incident still answers (commands.yaml when_resolved)."""
+    names = [n for n, r in svc.policy.commands.commands.items()
+             if r.when_resolved and n in ROUTES and ROUTES[n].spec is not None]
+    return ", ".join(f"`/incident {n}`" for n in names) or "nothing"
 
 
 def _who(allowed: list[str]) -> str:
@@ -25,7 +32,7 @@ async def authorize(svc: "Services", req: Request, route: Route, inc: "Incident 
     if rule is None:
         return f"`{route.name}` is not allowed by policy (no rule in commands.yaml)."
     if route.needs_incident and inc is not None and not inc.is_open and not rule.when_resolved:
-        return f"{inc.id} is resolved; here you can still use status, help, action, cause and postmortem."
+        return f"{inc.id} is resolved; here you can still use {after_resolve(svc)}."
     allowed = set(rule.allowed)
     ok = "anyone" in allowed
     if not ok and inc is not None:
@@ -35,7 +42,7 @@ async def authorize(svc: "Services", req: Request, route: Route, inc: "Incident 
         if not ok and "holder" in allowed and subject is not None:
             ok = inc.holder(subject) == req.actor
     if not ok and "receiver" in allowed:
-        ok = True  # the receiver check needs the handoff record; the handler does it atomically
+        ok = True  # the receiver is in the handoff record; the handler checks it atomically with the accept
     if not ok:
         return f"Only {_who(rule.allowed)} can run `{route.name}`" + (
             f" in {inc.id}." if inc is not None else "."

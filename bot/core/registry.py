@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from bot.core.grammar import Spec, UsageError, normalise
 from bot.core.request import Command, Outcome, Request
+from bot.policy.models import first_error
 
 if TYPE_CHECKING:
     from bot.core.services import Services
@@ -56,12 +57,10 @@ def route(
 
 
 def _validation_message(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"])
-    if err["type"] == "missing":
-        return f"Missing <{field}>."
-    msg = err["msg"].removeprefix("Value error, ")
-    return f"{field}: {msg}" if field else msg
+    err = first_error(exc)
+    if err.type == "missing":
+        return f"Missing <{err.field}>."
+    return f"{err.field}: {err.message}" if err.field else err.message
 
 
 def parse(text: str) -> Command:

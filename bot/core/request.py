@@ -12,7 +12,6 @@ class Source(str, Enum):
     slash = "slash"
     button = "button"
     modal = "modal"
-    webhook = "webhook"
     event = "event"
     console = "console"
     scheduler = "scheduler"
@@ -52,11 +51,8 @@ class Outcome(BaseModel):
 
     result: str = "ok"  # ok | refused | error
     message: str = ""
-    blocks: list[dict[str, Any]] | None = None
     audit: dict[str, Any] = Field(default_factory=dict)
     incident_id: str | None = None
-    # Some outcomes are themselves channel posts (e.g. `status`): say it in the reply.
-    public: bool = False
 
     @property
     def ok(self) -> bool:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from bot.audit import AuditLog
 from bot.clock import Clock
@@ -11,6 +11,9 @@ from bot.incidents.repo import IncidentRepo
 from bot.policy import Policy
 from bot.slack.gateway import SlackGateway
 from bot.store import Redis
+
+if TYPE_CHECKING:
+    from bot.scheduler import Scheduler
 
 
 @dataclass
@@ -25,3 +28,10 @@ class Services:
     # Capabilities that arrive with later work (kube clients, scheduler, Prometheus)
     # register themselves here by name so the core does not import them.
     extras: dict[str, Any] = field(default_factory=dict)
+    # What such a capability opened and must close at app cleanup (bot/runtime._close), e.g. kube clients.
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    @property
+    def scheduler(self) -> "Scheduler":
+        """The durable timers (bot/scheduler), the one way to reach them."""
+        return self.extras["scheduler"]

@@ -9,10 +9,10 @@ from pydantic import Field, field_validator, model_validator
 from bot.core.grammar import user_id
 from bot.core.registry import typed_commands
 from bot.core.request import Command
+from bot.incidents.models import CELL_NAME
 from bot.incidents.roles import ROLES
 
 _SEV = re.compile(r"^(?:sev)?([1-4])$", re.IGNORECASE)
-_CELL = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 def _sev(v: object) -> object:
@@ -52,7 +52,7 @@ class Declare(Command):
     @classmethod
     def _cells(cls, v: list[str]) -> list[str]:
         for c in v:
-            if not _CELL.match(c):
+            if not CELL_NAME.match(c):
                 raise ValueError(f"`{c[:30]}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
         return list(dict.fromkeys(v))
 
@@ -88,7 +88,7 @@ class Role(Command):
     _user_v = field_validator("user", mode="before")(lambda cls, v: _user(v))
 
 
-class HandoffCmd(Command):
+class Handoff(Command):
     name: ClassVar[str] = "handoff"
     role: str
     user: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from bot.clock import hhmm, ymd
+from bot.core.authz import after_resolve
 from bot.core.grammar import Spec
 from bot.core.registry import route, typed_commands
 from bot.core.request import Outcome, Refusal, Request
@@ -177,7 +178,8 @@ async def _set_status(svc: "Services", req: Request, inc: Incident, new: St) -> 
         return Outcome(message=f"{inc.id} is already {new.value}.")
     if change.code == -1:
         raise Refusal(f"{inc.id} is {change.before}; it cannot go back to {new.value}.")
-    tail = " Write it up: `/incident postmortem`." if new is St.resolved else " Reminders stop; keep watching."
+    tail = (f" Still answered here: {after_resolve(svc)}." if new is St.resolved
+            else " Reminders stop; keep watching.")
     warn = await announce(svc, inc.id, f":large_green_circle: {inc.id} marked *{new.value}* by <@{req.actor}>.{tail}")
     warn2 = await refresh_card(svc, inc.id)
     return Outcome(message=joined(f"{inc.id} is now {new.value}.", warn, warn2),

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 from bot.core.grammar import Spec
 from bot.core.registry import route
 from bot.core.request import Outcome, Refusal, Request
-from bot.incidents.commands import Accept, HandoffCmd, Role
-from bot.incidents.models import Handoff, Incident
+from bot.incidents.commands import Accept, Handoff, Role
+from bot.incidents.models import HandoffRecord, Incident
 from bot.incidents.roles import ROLE_TITLES
 from bot.incidents.views import announce, joined, refresh_card
 from bot.slack import cards
@@ -27,42 +27,67 @@ async def role(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     changed = await svc.incidents.set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
     if not changed:
         return Outcome(message=f"<@{cmd.user}> already holds {cmd.role}.")
-    if inc.channel_id:
-        try:
-            await svc.slack.invite(inc.channel_id, [cmd.user])
-        except SlackFailure:
-            pass  # not being able to invite does not undo the role; the announce says who holds it
+    # Not being able to invite does not undo the role: the reply says so, the announce says who holds it.
+    invite_error = await _invite(svc, inc, cmd.user)
     prev = inc.holder(cmd.role)
     warn = await announce(svc, inc.id, f":busts_in_silhouette: <@{cmd.user}> is now {ROLE_TITLES[cmd.role]} (set by <@{req.actor}>).")
     warn2 = await refresh_card(svc, inc.id)
-    return Outcome(message=joined(f"<@{cmd.user}> is now {cmd.role} in {inc.id}.", warn, warn2),
-                   audit={"role": cmd.role, "user": cmd.user, "previous": prev})
+    audit = {"role": cmd.role, "user": cmd.user, "previous": prev}
+    if invite_error:
+        audit["invite_failed"] = invite_error
+    return Outcome(message=joined(f"<@{cmd.user}> is now {cmd.role} in {inc.id}.",
+                                  _invite_warning(cmd.user, invite_error), warn, warn2), audit=audit)
+
+
+async def _invite(svc: "Services", inc: Incident, user: str) -> str | None:
+    """Invite ``user`` to the incident channel; the Slack error when that failed."""
+    if not inc.channel_id:
+        return None
+    try:
+        await svc.slack.invite(inc.channel_id, [user])
+    except SlackFailure as f:
+        return f.error
+    return None
+
+
+def _invite_warning(user: str, error: str | None) -> str | None:
+    return f"(could not invite <@{user}> to the channel: {error}; ask them to join)" if error else None
+
+
+async def _show_accepted(svc: "Services", inc: Incident, h: HandoffRecord, accepted_at: float) -> str | None:
+    """Replace the handoff message's Accept button with who accepted; a warning when Slack refused."""
+    if not inc.channel_id or not h.message_ts:
+        return None
+    try:
+        await svc.slack.update(inc.channel_id, h.message_ts, cards.handoff_text(h, inc, h.requested_at),
+                               cards.handoff_done_blocks(h, inc, accepted_at))
+    except SlackFailure as f:
+        # The role changed either way; the old message keeps its button until someone presses it.
+        return f"(the handoff message could not be marked accepted: {f.error})"
+    return None
 
 
 @route(
-    HandoffCmd,
+    Handoff,
     spec=Spec('/incident handoff <role> <@user> [--threads "a; b"]', positional=("role", "user"),
               flags={"threads": "many"}),
     summary="hand a role over; effective when they press Accept",
 )
 async def handoff(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
-    cmd: HandoffCmd = req.command  # type: ignore[assignment]
+    cmd: Handoff = req.command  # type: ignore[assignment]
     assert inc is not None
     if inc.holder(cmd.role) == cmd.user:
         raise Refusal(f"<@{cmd.user}> already holds {cmd.role}.")
     if not inc.channel_id:
         raise Refusal(f"{inc.id} has no channel to post the handoff in.")
     now = svc.clock.now()
-    h = await svc.incidents.create_handoff(Handoff(
+    h = await svc.incidents.create_handoff(HandoffRecord(
         id="HO-0", incident=inc.id, role=cmd.role, from_user=inc.holder(cmd.role), to_user=cmd.user,
         requested_by=req.actor, requested_at=now, threads=cmd.threads,
     ))
-    try:
-        await svc.slack.invite(inc.channel_id, [cmd.user])
-    except SlackFailure as f:
-        invited = f"(could not invite <@{cmd.user}> to the channel: {f.error}; ask them to join to press Accept)"
-    else:
-        invited = None
+    invite_error = await _invite(svc, inc, cmd.user)
+    invited = (f"(could not invite <@{cmd.user}> to the channel: {invite_error}; ask them to join to press Accept)"
+               if invite_error else None)
     try:
         ts = await svc.slack.post(inc.channel_id, cards.handoff_text(h, inc, now), cards.handoff_blocks(h, inc, now))
     except SlackFailure as f:
@@ -72,7 +97,16 @@ async def handoff(svc: "Services", req: Request, inc: Incident | None) -> Outcom
         return Outcome(result="error", message=f"Handoff {h.id} could not be posted in the channel ({f.error}); "
                        f"{cmd.role} stays with {holder}. Try the handoff again.",
                        audit={"handoff": h.id, "handoff_status": "failed", "slack_error": f.error})
-    await svc.incidents.set_handoff_message(h, ts)
+    status = await svc.incidents.set_handoff_message(inc.id, h.id, ts)
+    if status == "accepted":
+        # Accepted while its message was being posted (the Accept found no message to edit yet).
+        done = await svc.incidents.get_handoff(inc.id, h.id)
+        if done is not None:
+            done_warn = await _show_accepted(svc, inc, done, done.accepted_at or now)
+            return Outcome(message=joined(f"Handoff {h.id} posted and already accepted: <@{cmd.user}> is now "
+                                          f"{cmd.role}.", invited, done_warn),
+                           audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user,
+                                  "threads": cmd.threads, "handoff_status": status})
     return Outcome(
         message=joined(f"Handoff {h.id} posted: {cmd.role} to <@{cmd.user}>. "
                        "It takes effect when they press Accept.", invited),
@@ -105,14 +139,9 @@ async def accept(svc: "Services", req: Request, inc: Incident | None) -> Outcome
                       handoff=h.id, superseded=True, holder=change.detail or None)
     if change.code == -4:
         raise Refusal(f"{inc.id} is resolved; handoffs no longer apply.", handoff=h.id)
-    if inc.channel_id and h.message_ts:
-        try:
-            await svc.slack.update(inc.channel_id, h.message_ts, cards.handoff_text(h, inc, h.requested_at),
-                                   cards.handoff_done_blocks(h, inc, now))
-        except SlackFailure:
-            pass  # the role changed; the announce below says so even if the old message stays
+    shown = await _show_accepted(svc, inc, h, now)
     warn = await announce(svc, inc.id, f":handshake: <@{h.to_user}> accepted {ROLE_TITLES[h.role]} from "
                           + (f"<@{h.from_user}>." if h.from_user else "nobody (the seat was empty)."))
     warn2 = await refresh_card(svc, inc.id)
-    return Outcome(message=joined(f"You are now {h.role} in {inc.id}.", warn, warn2),
+    return Outcome(message=joined(f"You are now {h.role} in {inc.id}.", shown, warn, warn2),
                    audit={"handoff": h.id, "role": h.role, "from": h.from_user, "to": h.to_user})

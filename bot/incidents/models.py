@@ -7,6 +7,8 @@ from enum import Enum
 from pydantic import BaseModel, Field, field_validator
 
 INCIDENT_ID = re.compile(r"^INC-[1-9][0-9]*$")
+# A cell as commands name it (a Kubernetes-style label value): us-east-3.
+CELL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 class Status(str, Enum):
@@ -67,7 +69,7 @@ class Incident(BaseModel):
         return h.user if h else None
 
 
-class Handoff(BaseModel):
+class HandoffRecord(BaseModel):
     id: str
     incident: str
     role: str

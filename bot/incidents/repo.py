@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.incidents import scripts
-from bot.incidents.models import Handoff, Incident, RoleHolder, Status, Tenure
+from bot.incidents.models import HandoffRecord, Incident, RoleHolder, Status, Tenure
 from bot.policy.models import CadencePolicy
 from bot.store import Keys, Redis
 
@@ -58,6 +58,7 @@ class IncidentRepo:
         self._update = redis.register_script(scripts.UPDATE_RECORD)
         self._accept = redis.register_script(scripts.HANDOFF_ACCEPT)
         self._fail_handoff = redis.register_script(scripts.HANDOFF_FAIL)
+        self._handoff_posted = redis.register_script(scripts.HANDOFF_POSTED)
 
     async def next_number(self) -> int:
         return int(await self.r.incr(Keys.INCIDENT_SEQ))
@@ -72,13 +73,8 @@ class IncidentRepo:
                     json.dumps({"role": role, "user": h.user, "event": "assumed", "at": h.since, "by": h.by}),
                 )
             await p.execute()
-        # Index keys live in their own slot; written after the incident exists.
-        async with self.r.pipeline(transaction=False) as p:
-            p.sadd(Keys.INCIDENTS_OPEN, inc.id)
-            p.zadd(Keys.INCIDENTS_ALL, {inc.id: inc.number})
-            for cell in inc.cells:
-                p.sadd(Keys.cell_open(cell), inc.id)
-            await p.execute()
+        # The index lives in its own slot; written after the incident exists.
+        await self.r.sadd(Keys.INCIDENTS_OPEN, inc.id)
 
     async def bind_channel(self, inc_id: str, channel_id: str) -> None:
         await self.r.hset(Keys.incident(inc_id), "channel_id", channel_id)
@@ -100,9 +96,6 @@ class IncidentRepo:
     async def open_ids(self) -> list[str]:
         return sorted(await self.r.smembers(Keys.INCIDENTS_OPEN), key=lambda s: int(s.split("-")[1]))
 
-    async def open_for_cell(self, cell: str) -> list[str]:
-        return sorted(await self.r.smembers(Keys.cell_open(cell)))
-
     async def raise_sev(
         self, inc_id: str, sev: int, reason: str, cadence: CadencePolicy | None, now: float
     ) -> Change:
@@ -118,11 +111,7 @@ class IncidentRepo:
     async def set_status(self, inc: Incident, status: Status, now: float) -> Change:
         code, before = await self._status(keys=[Keys.incident(inc.id)], args=[status.value, now])
         if int(code) == 1 and status is Status.resolved:
-            async with self.r.pipeline(transaction=False) as p:
-                p.srem(Keys.INCIDENTS_OPEN, inc.id)
-                for cell in inc.cells:
-                    p.srem(Keys.cell_open(cell), inc.id)
-                await p.execute()
+            await self.r.srem(Keys.INCIDENTS_OPEN, inc.id)
         return Change(int(code), before)
 
     async def set_role(self, inc_id: str, role: str, user: str, by: str, now: float) -> bool:
@@ -151,20 +140,20 @@ class IncidentRepo:
 
     # Handoffs -----------------------------------------------------------------
 
-    async def create_handoff(self, h: Handoff) -> Handoff:
+    async def create_handoff(self, h: HandoffRecord) -> HandoffRecord:
         n = await self.r.incr(Keys.handoff_seq(h.incident))
         h = h.model_copy(update={"id": f"HO-{n}"})
         await self.r.hset(Keys.handoff(h.incident, h.id), "doc", h.model_dump_json())
         return h
 
-    async def set_handoff_message(self, h: Handoff, ts: str) -> None:
-        doc = h.model_copy(update={"message_ts": ts})
-        # Only the pending doc is rewritten here; acceptance goes through Lua.
-        await self.r.hset(Keys.handoff(h.incident, h.id), "doc", doc.model_dump_json())
+    async def set_handoff_message(self, inc_id: str, hid: str, ts: str) -> str:
+        """Record the posted message's ts; returns the handoff's status now (an Accept may have
+        landed while the message was being posted)."""
+        return str(await self._handoff_posted(keys=[Keys.handoff(inc_id, hid)], args=[ts]))
 
-    async def get_handoff(self, inc_id: str, hid: str) -> Handoff | None:
+    async def get_handoff(self, inc_id: str, hid: str) -> HandoffRecord | None:
         raw = await self.r.hget(Keys.handoff(inc_id, hid), "doc")
-        return Handoff.model_validate_json(raw) if raw else None
+        return HandoffRecord.model_validate_json(raw) if raw else None
 
     async def accept_handoff(self, inc_id: str, hid: str, clicker: str, now: float) -> Change:
         code, role, detail = await self._accept(

@@ -139,3 +139,14 @@ d.status = 'failed'
 redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
 return 1
 """
+
+# KEYS: handoff. ARGV: message_ts. Records where the handoff message is, and nothing else: an
+# Accept that landed while the message was being posted is kept. -> the handoff's status ('' missing).
+HANDOFF_POSTED = """
+local h = redis.call('HGET', KEYS[1], 'doc')
+if not h then return '' end
+local d = cjson.decode(h)
+d.message_ts = ARGV[1]
+redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
+return d.status
+"""

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot import logs
 from bot.policy import sections
+from bot.policy.models import first_error
 from bot.policy.yamlsrc import line_for, load_with_lines
 
 log = logs.get(__name__)
@@ -38,11 +39,9 @@ def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        line = line_for(lines, loc)
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        raise PolicyError(f"{where}:{line or 1}: {field}: {err['msg']}") from None
+        err = first_error(exc)
+        line = line_for(lines, err.loc)
+        raise PolicyError(f"{where}:{line or 1}: {err.field or '(top level)'}: {err.message}") from None
 
 
 def load_policy(policy_dir: Path | None = None) -> "sections.Policy":
@@ -60,9 +59,4 @@ def load_policy(policy_dir: Path | None = None) -> "sections.Policy":
                 log.info("policy_default", section=section, file=filename)
             text, where = _packaged(filename)
         parsed[section] = _parse(model, text, where)
-    policy = sections.Policy(**parsed)
-    for check in sections.CROSS_CHECKS:
-        problem = check(policy)
-        if problem:
-            raise PolicyError(problem)
-    return policy
+    return sections.Policy(**parsed)

@@ -4,30 +4,44 @@ Each file is one section; ``Policy`` is the whole, validated at start.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.incidents.roles import ROLES
 
-Sev = int  # 1 (worst) .. 4
 
+class Strict(BaseModel):
+    """Base of every policy model: unknown keys are refused (a typo is not silently ignored)."""
 
-class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class BurnStep(_Strict):
+class FirstError(NamedTuple):
+    loc: tuple[Any, ...]
+    field: str  # the loc dotted ("" at top level)
+    message: str  # pydantic's message without its "Value error, " prefix
+    type: str
+
+
+def first_error(exc: ValidationError) -> FirstError:
+    """The first problem pydantic found: one clear line is shown, not the whole list."""
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    return FirstError(loc, ".".join(str(p) for p in loc), str(err["msg"]).removeprefix("Value error, "), err["type"])
+
+
+class BurnStep(Strict):
     sev: int = Field(ge=1, le=4)
     burn_at_least: float = Field(gt=0)
 
 
-class GpuStep(_Strict):
+class GpuStep(Strict):
     sev: int = Field(ge=1, le=4)
     gpus_at_least: int = Field(gt=0)
 
 
-class SeverityPolicy(_Strict):
+class SeverityPolicy(Strict):
     """Minimum SEV per impact axis; the worst axis decides."""
 
     users: list[BurnStep]
@@ -38,10 +52,7 @@ class SeverityPolicy(_Strict):
     floor: int = Field(default=4, ge=1, le=4)
 
 
-Who = Literal["anyone", "holder", "receiver"] | str
-
-
-class CommandRule(_Strict):
+class CommandRule(Strict):
     allowed: list[str]
     when_resolved: bool = False
 
@@ -54,11 +65,11 @@ class CommandRule(_Strict):
         return v
 
 
-class CommandsPolicy(_Strict):
+class CommandsPolicy(Strict):
     commands: dict[str, CommandRule]
 
 
-class CadencePolicy(_Strict):
+class CadencePolicy(Strict):
     first_update_minutes: dict[int, float] = Field(description="SEV -> minutes after declaration")
     interval_minutes: dict[int, float]
     escalate_after_minutes: float = Field(default=5, ge=0)

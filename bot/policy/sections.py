@@ -4,8 +4,6 @@ A capability that brings its own rules adds its section here.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from pydantic import BaseModel, ConfigDict
 
 from bot.policy.models import CadencePolicy, CommandsPolicy, SeverityPolicy
@@ -33,6 +31,3 @@ SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
     "comms": ("comms.yaml", CommsPolicy),
     "levers": ("levers.yaml", LeversPolicy),
 }
-
-# Checks that span sections; each returns a one-line problem or None.
-CROSS_CHECKS: list[Callable[[Policy], str | None]] = []

@@ -5,7 +5,6 @@ back to a line in the file so a bad policy is refused with file:line: reason.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -42,7 +41,3 @@ def line_for(lines: dict[Loc, int], loc: Loc) -> int | None:
         if hit is not None:
             return hit
     return None
-
-
-def read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")

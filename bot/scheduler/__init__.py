@@ -1,6 +1,6 @@
 """Durable timed jobs in Redis: delivered once across replicas, surviving restarts.
 
-Use ``svc.extras["scheduler"].schedule(kind, key, due, payload)`` to (re)schedule,
+Use ``svc.scheduler.schedule(kind, key, due, payload)`` to (re)schedule,
 ``cancel(kind, key)`` to drop, and ``@job_handler(kind)`` to handle.
 """
 from bot.scheduler.jobs import HANDLERS, STARTUP, Job, job_handler, on_start

@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
+
+import structlog
 
 from bot import logs
 from bot.clock import Clock
+from bot.incidents.models import INCIDENT_ID
 from bot.scheduler import scripts
 from bot.scheduler.jobs import HANDLERS, STARTUP, Job
 from bot.store import Keys, Redis
@@ -22,6 +25,25 @@ if TYPE_CHECKING:
     from bot.core.services import Services
 
 log = logs.get(__name__)
+
+
+class Claimed(NamedTuple):
+    jobs: list[Job]  # to run now
+    dead: list[Job]  # given up on: every attempt's claimer failed or died
+
+
+def _job(raw: str, now: float, tolerance: float) -> Job:
+    d = json.loads(raw)
+    due = float(d["due"])
+    return Job(kind=d["kind"], key=d["key"], due=due, payload=json.loads(d["payload"]),
+               late=now > due + tolerance, attempt=int(d.get("attempt", 1)), token=d["token"])
+
+
+def incident_of(job: Job) -> str | None:
+    """The incident a job belongs to, for its logs and audit: the payload's, else a key that
+    starts with an incident id (comms jobs are keyed "INC-n" or "INC-n/HO-m")."""
+    inc = job.payload.get("incident") or job.key.split("/", 1)[0]
+    return inc if isinstance(inc, str) and INCIDENT_ID.match(inc) else None
 
 
 def _member(kind: str, key: str) -> str:
@@ -33,7 +55,7 @@ def _member(kind: str, key: str) -> str:
 class Scheduler:
     def __init__(
         self, redis: Redis, clock: Clock, *, tolerance: float = 2.0, lease: float = 60.0, batch: int = 200,
-        concurrency: int = 32, max_attempts: int = 3,
+        concurrency: int = 32, max_attempts: int = 3, hook_retry_s: float = 1.0, hook_retry_max_s: float = 60.0,
     ) -> None:
         self.r = redis
         self.clock = clock
@@ -41,6 +63,7 @@ class Scheduler:
         self.lease = lease  # a claimer that has not acked by then is presumed dead
         self.batch = batch
         self.max_attempts = max_attempts
+        self.hook_retry_s, self.hook_retry_max_s = hook_retry_s, hook_retry_max_s  # start hook backoff
         self._sem = asyncio.Semaphore(concurrency)
         self._keys = [Keys.sched("due"), Keys.sched("jobs")]
         self._claim_keys = [*self._keys, Keys.sched("lease"), Keys.sched("inflight"), Keys.sched("dead")]
@@ -64,18 +87,12 @@ class Scheduler:
         score = await self.r.zscore(Keys.sched("due"), _member(kind, key))
         return float(score) if score is not None else None
 
-    async def claim(self) -> list[Job]:
+    async def claim(self) -> Claimed:
         now = self.clock.now()
-        raw = await self._claim(
+        claimed, dead = await self._claim(
             keys=self._claim_keys, args=[repr(now), repr(now + self.lease), self.batch, self.max_attempts]
         )
-        jobs = []
-        for item in raw:
-            d = json.loads(item)
-            due = float(d["due"])
-            jobs.append(Job(kind=d["kind"], key=d["key"], due=due, payload=json.loads(d["payload"]),
-                            late=now > due + self.tolerance, attempt=int(d.get("attempt", 1)), token=d["token"]))
-        return jobs
+        return Claimed([_job(r, now, self.tolerance) for r in claimed], [_job(r, now, self.tolerance) for r in dead])
 
     async def ack(self, job: Job) -> None:
         await self._ack(keys=[Keys.sched("lease"), Keys.sched("inflight")], args=[job.token])
@@ -83,21 +100,34 @@ class Scheduler:
     async def _run_one(self, svc: "Services", job: Job) -> None:
         handler = HANDLERS.get(job.kind)
         async with self._sem:
-            if handler is None:
-                log.warning("job_kind_unknown", kind=job.kind, key=job.key)
-            else:
-                try:
-                    await handler(svc, job)
-                except Exception:  # noqa: BLE001 - left leased: redelivered when the lease runs out
-                    log.exception("job_failed", kind=job.kind, key=job.key, attempt=job.attempt)
-                    return
-            await self.ack(job)
+            with structlog.contextvars.bound_contextvars(job=job.kind, job_key=job.key, incident=incident_of(job)):
+                if handler is None:
+                    log.warning("job_kind_unknown")
+                else:
+                    try:
+                        await handler(svc, job)
+                    except Exception:  # noqa: BLE001 - left leased: redelivered when the lease runs out
+                        log.exception("job_failed", attempt=job.attempt)
+                        return
+                await self.ack(job)
+
+    async def _dead(self, svc: "Services", job: Job) -> None:
+        """A job given up on is said out loud: an error log and an audit entry."""
+        inc, attempts = incident_of(job), job.attempt - 1
+        log.error("job_dead", job=job.kind, job_key=job.key, incident=inc, attempts=attempts)
+        try:
+            await svc.audit.append("scheduler.job_dead", actor="system", incident=inc,
+                                   detail={"kind": job.kind, "key": job.key, "due": job.due, "attempts": attempts})
+        except Exception:  # noqa: BLE001 - the log line above still has it
+            log.exception("job_dead_audit_failed", job=job.kind, job_key=job.key)
 
     async def tick(self, svc: "Services") -> int:
         """Claim and run everything due at the clock's now. Returns how many jobs ran."""
         total = 0
         while True:
-            jobs = await self.claim()
+            jobs, dead = await self.claim()
+            for job in dead:
+                await self._dead(svc, job)
             if not jobs:
                 return total
             await asyncio.gather(*(self._run_one(svc, j) for j in jobs))
@@ -121,11 +151,20 @@ class Scheduler:
             hooks.cancel()
 
     async def _start_hooks(self, svc: "Services") -> None:
-        for start in STARTUP:
+        # Side by side: the hooks are independent repairs, and one still retrying holds up no other.
+        await asyncio.gather(*(self._start_hook(svc, start) for start in STARTUP))
+
+    async def _start_hook(self, svc: "Services", start: Callable[["Services"], Awaitable[None]]) -> None:
+        """Run one start hook until it succeeds (e.g. Redis was not up yet), backing off."""
+        delay = self.hook_retry_s
+        while True:
             try:
                 await start(svc)
-            except Exception:  # noqa: BLE001 - a failed start hook must not stop the loop
-                log.exception("scheduler_start_hook_failed", hook=getattr(start, "__name__", "?"))
+                return
+            except Exception:  # noqa: BLE001 - a failed start hook must not stop the loop; it is retried
+                log.exception("scheduler_start_hook_failed", hook=getattr(start, "__name__", "?"), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.hook_retry_max_s)
 
     async def _loop(self, svc: "Services", poll: float) -> None:
         while True:

@@ -21,10 +21,11 @@ return redis.call('ZREM', KEYS[1], ARGV[1])
 """
 
 # KEYS: due, jobs, lease, inflight, dead. ARGV: now, lease_until, limit, max_attempts.
-# -> list of job JSON (each with token and attempt set).
+# -> {claimed, dead}: job JSON (each with token and attempt set) to run, and jobs given up on
+# now (moved to the dead hash) for the caller to log and audit.
 CLAIM = """
 local now, lease_until, limit, max_att = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local out = {}
+local out, dead = {}, {}
 for _, token in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)) do
   local raw = redis.call('HGET', KEYS[4], token)
   if raw then
@@ -33,7 +34,9 @@ for _, token in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT'
     if j.attempt > max_att then
       redis.call('HDEL', KEYS[4], token)
       redis.call('ZREM', KEYS[3], token)
-      redis.call('HSET', KEYS[5], token, cjson.encode(j))
+      raw = cjson.encode(j)
+      redis.call('HSET', KEYS[5], token, raw)
+      dead[#dead + 1] = raw
     else
       raw = cjson.encode(j)
       redis.call('HSET', KEYS[4], token, raw)
@@ -45,7 +48,7 @@ for _, token in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT'
   end
 end
 local room = limit - #out
-if room <= 0 then return out end
+if room <= 0 then return {out, dead} end
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, room)) do
   redis.call('ZREM', KEYS[1], member)
   local raw = redis.call('HGET', KEYS[2], member)
@@ -57,7 +60,7 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT
     out[#out + 1] = raw
   end
 end
-return out
+return {out, dead}
 """
 
 # KEYS: lease, inflight. ARGV: token.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -42,7 +43,11 @@ def build_bolt(svc: "Services", client: AsyncWebClient, signing_secret: str) -> 
     lane = svc.extras["after_ack"] = Lane()
 
     async def run(req: Request) -> None:
-        await reply(svc, req.response_url, await dispatch.execute(svc, req))
+        # Bound here too: the executor's own binding ends before the reply is sent.
+        with structlog.contextvars.bound_contextvars(request_id=req.id, incident=req.incident_id):
+            outcome = await dispatch.execute(svc, req)
+            structlog.contextvars.bind_contextvars(incident=outcome.incident_id or req.incident_id)
+            await reply(svc, req.response_url, outcome)
 
     @app.command(re.compile(r"^/incident"))
     async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.clock import hhmm
-from bot.incidents.models import Handoff, Incident
+from bot.incidents.models import HandoffRecord, Incident
 from bot.incidents.roles import ROLE_TITLES, ROLES
 
 SEV_EMOJI = {1: ":red_circle:", 2: ":large_orange_circle:", 3: ":large_yellow_circle:", 4: ":white_circle:"}
@@ -58,7 +58,7 @@ def incident_card(inc: Incident) -> list[Block]:
     return blocks
 
 
-def handoff_text(h: Handoff, inc: Incident, now: float) -> str:
+def handoff_text(h: HandoffRecord, inc: Incident, now: float) -> str:
     # DESIGN's shape: "IC handing to @x at 04:00 UTC; open threads: A, B; next update 04:30 UTC".
     threads = ", ".join(h.threads) if h.threads else "none"
     due = f"{hhmm(inc.next_update_due)} UTC" if inc.next_update_due else "not scheduled"
@@ -68,7 +68,7 @@ def handoff_text(h: Handoff, inc: Incident, now: float) -> str:
     )
 
 
-def handoff_blocks(h: Handoff, inc: Incident, now: float) -> list[Block]:
+def handoff_blocks(h: HandoffRecord, inc: Incident, now: float) -> list[Block]:
     return [
         SectionBlock(text=MarkdownTextObject(text=handoff_text(h, inc, now))),
         ActionsBlock(
@@ -82,7 +82,7 @@ def handoff_blocks(h: Handoff, inc: Incident, now: float) -> list[Block]:
     ]
 
 
-def handoff_done_blocks(h: Handoff, inc: Incident, accepted_at: float) -> list[Block]:
+def handoff_done_blocks(h: HandoffRecord, inc: Incident, accepted_at: float) -> list[Block]:
     return [
         SectionBlock(text=MarkdownTextObject(text=handoff_text(h, inc, h.requested_at))),
         ContextBlock(

@@ -4,23 +4,27 @@ Like buttons.py: a decoder gets the submitted view and returns (command,
 incident id); bad input raises ModalInputError, shown on the field, and the
 modal stays open. A check registered with the modal may refuse a submission
 the same way after a quick look at state (e.g. the public-granularity check),
-so the person keeps what they typed. The outcome is sent to the submitter as an ephemeral
-message in the incident channel (a modal has no response_url).
+so the person keeps what they typed; it runs only for someone the policy lets
+run the command (anyone else gets the policy's refusal, not a wording hint).
+The command runs after the ack on the after-ack lane; its outcome is sent to the
+submitter as an ephemeral message in the incident channel (a modal has no response_url).
 """
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+import structlog
 from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot import logs
-from bot.core import dispatch, invalid
+from bot.core import authz, dispatch, invalid, registry
 from bot.core.request import Command, Request, Source
 from bot.incidents.models import INCIDENT_ID
 from bot.slack import app as slack_app
 from bot.slack.gateway import SlackFailure
+from bot.slack.lane import Lane
 
 if TYPE_CHECKING:
     from bot.core.services import Services
@@ -87,7 +91,27 @@ def _incident_of(view: dict[str, Any]) -> str | None:
     return meta if INCIDENT_ID.match(meta) else None
 
 
+async def _check(svc: "Services", req: Request, check: Check | None) -> ModalInputError | None:
+    """The modal's own check, for someone the policy lets run the command. Anyone else's
+    submission goes straight to the executor, which refuses it with the policy's reason."""
+    if check is None:
+        return None
+    inc = await svc.incidents.get(req.incident_id) if req.incident_id else None
+    route = registry.ROUTES[req.command.name]
+    if (route.needs_incident and inc is None) or await authz.authorize(svc, req, route, inc) is not None:
+        return None
+    return await check(svc, req.command, req.incident_id)
+
+
+async def _run(svc: "Services", req: Request) -> None:
+    with structlog.contextvars.bound_contextvars(request_id=req.id, incident=req.incident_id):
+        out = await dispatch.execute(svc, req)
+        await _tell(svc, req.incident_id, req.actor, out.message)
+
+
 def install(app: AsyncApp, svc: "Services") -> None:
+    lane: Lane = svc.extras["after_ack"]
+
     @app.view(re.compile(".+"))
     async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
         view = body.get("view") or {}
@@ -102,8 +126,8 @@ def install(app: AsyncApp, svc: "Services") -> None:
         inc_id = _incident_of(view)
         try:
             cmd, inc_id = decoder(view)
-            check = CHECKS.get(callback)
-            problem = await check(svc, cmd, inc_id) if check else None
+            req = Request(command=cmd, actor=user, source=Source.modal, incident_id=inc_id)
+            problem = await _check(svc, req, CHECKS.get(callback))
             if problem is not None:
                 raise problem
         except ModalInputError as e:
@@ -122,8 +146,7 @@ def install(app: AsyncApp, svc: "Services") -> None:
             await _refuse(ack, view, "Firebreak can't reach its store; nothing changed. Try again in a minute.")
             return
         await ack()
-        out = await dispatch.execute(svc, Request(command=cmd, actor=user, source=Source.modal, incident_id=inc_id))
-        await _tell(svc, inc_id, user, out.message)
+        lane.submit(lambda: _run(svc, req))
 
 
 slack_app.LISTENERS.append(install)

@@ -127,8 +127,6 @@ class RouteWeight(Lever):
         plan.notes.append(await headroom.check(ctx.svc, cells))
 
     async def applied(self, ctx: Ctx, plan: Plan) -> None:
-        if "field" not in plan.meta:
-            return  # a request stored before plans kept their bookkeeping: no step to remember
         key, fld = _state_key(ctx), plan.meta["field"]
         await ctx.svc.redis.hsetnx(key, f"{fld}:baseline", plan.meta["baseline"])
         await ctx.svc.redis.hset(key, f"{fld}:last", ctx.svc.clock.now())

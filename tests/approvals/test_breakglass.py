@@ -78,10 +78,10 @@ async def test_expiry_is_checked_at_use_even_before_the_reaper_runs(world):
     assert b.state == "ended"
     assert "Grant ended at 03:20 UTC" in text_of(card(world, bid))
     assert any(f"{bid} in INC-1 ended" in t for t in world.security_posts())
-    assert any(e["action"] == "command.breakglass-end" and e["detail"].get("ended")
+    assert any(e["action"] == "command.breakglass_end" and e["detail"].get("ended")
                for e in await audit_entries(world.app, "INC-1"))
     await world.tick()  # the reaper ran once; nothing is left
-    ends = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.breakglass-end"]
+    ends = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.breakglass_end"]
     assert len(ends) == 1
 
 
@@ -96,7 +96,7 @@ async def test_reaper_survives_a_restart_and_runs_once_across_replicas(world):
         await asyncio.gather(world.tick(), world.tick(other))
     finally:
         await other.stop()
-    ends = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.breakglass-end"]
+    ends = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.breakglass_end"]
     assert len(ends) == 1 and ends[0]["detail"]["ended"] is True
     assert sum(f"{bid} in INC-1 ended" in t for t in world.security_posts()) == 1
 
@@ -116,7 +116,7 @@ async def test_revocation(world):
     assert "already revoked" in await world.run(f"breakglass revoke {bid}", user="U_IC")
     world.svc.clock.advance(3600)
     await world.tick()
-    assert not any(e["action"] == "command.breakglass-end" and e["detail"].get("ended")
+    assert not any(e["action"] == "command.breakglass_end" and e["detail"].get("ended")
                    for e in await audit_entries(world.app, "INC-1"))
 
 

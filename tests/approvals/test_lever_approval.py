@@ -131,7 +131,7 @@ async def test_expiry_one_second_either_side(world):
     assert buttons(m) == [] and "Expired at 03:20 UTC" in text_of(m)
     assert "already expired" in await world.press("lever.approve", rid, user="U_IC")
     assert world.patches() == []
-    settle = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.approval-settle"]
+    settle = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.approval_settle"]
     assert [e["detail"]["settled"] for e in settle] == ["expired"] and settle[0]["actor"] == "system"
 
 

@@ -18,7 +18,7 @@ async def declare(app: RunningApp, title: str = "Chat latency", sev: int = 2, us
 
 
 async def tick(app: RunningApp) -> int:
-    return await app.services.extras["scheduler"].tick(app.services)
+    return await app.services.scheduler.tick(app.services)
 
 
 def posts(app: RunningApp, channel: str, prefix: str) -> list[dict[str, Any]]:

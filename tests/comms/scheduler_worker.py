@@ -20,7 +20,7 @@ async def main(redis_url: str, slack_url: str) -> None:
     settings = load_settings(slack_bot_token="xoxb-worker", slack_signing_secret="worker",
                              slack_api_url=slack_url, redis_url=redis_url)
     svc = build_services(settings, SystemClock())
-    loop = asyncio.create_task(svc.extras["scheduler"].run(svc))
+    loop = asyncio.create_task(svc.scheduler.run(svc))
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     loop.cancel()

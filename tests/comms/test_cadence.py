@@ -16,7 +16,7 @@ def _card(app, inc):
 async def test_sev2_first_reminder_at_15_min_then_escalation_to_ic(app, clock):
     inc = await declare(app, sev=2)
     assert inc.next_update_due == T0 + 900
-    assert await app.services.extras["scheduler"].pending("cadence.remind", inc.id) == T0 + 900
+    assert await app.services.scheduler.pending("cadence.remind", inc.id) == T0 + 900
     clock.set(T0 + 899)
     await tick(app)
     assert reminders(app, inc.channel_id) == []
@@ -77,7 +77,7 @@ async def test_update_after_the_reminder_cancels_the_escalation(app, clock):
     await tick(app)
     clock.set(T0 + 1000)
     await app.run("update Chat API, us-east: investigating", channel=inc.channel_id)
-    s = app.services.extras["scheduler"]
+    s = app.services.scheduler
     assert await s.pending("cadence.escalate", inc.id) is None
     assert await s.pending("cadence.remind", inc.id) == T0 + 1900
     clock.set(T0 + 1200)
@@ -90,7 +90,7 @@ async def test_sev_raise_pulls_the_due_time_in(app, clock):
     assert inc.next_update_due == T0 + 3600
     clock.set(T0 + 600)
     await app.run("sev 1 users failing", channel=inc.channel_id)
-    s = app.services.extras["scheduler"]
+    s = app.services.scheduler
     assert await s.pending("cadence.remind", inc.id) == T0 + 900
     assert "next update due 03:25 UTC" in _card(app, inc)
     clock.set(T0 + 900)
@@ -146,7 +146,7 @@ async def test_mitigated_and_resolved_incidents_fall_silent(app, clock):
     await app.run("mitigated", channel=a.channel_id)  # after the reminder: no escalation either
     await app.run("update Chat API, us-east: recovering", channel=b.channel_id)
     await app.run("resolved", channel=b.channel_id)
-    s = app.services.extras["scheduler"]
+    s = app.services.scheduler
     assert await s.pending("cadence.remind", a.id) is None and await s.pending("cadence.remind", b.id) is None
     for step in range(1, 13):
         clock.set(T0 + 900 + step * 600)
@@ -269,7 +269,7 @@ async def test_sev_raise_that_lands_after_mitigated_sets_no_due(app, clock):
     raw = await app.services.redis.hgetall(f"fb:inc:{{{inc.id}}}")
     assert raw["sev"] == "1" and raw["status"] == "mitigated" and "next_update_due" not in raw
     await app.run("status", channel=inc.channel_id)  # the after-request sync sees no due
-    assert await app.services.extras["scheduler"].pending("cadence.remind", inc.id) is None
+    assert await app.services.scheduler.pending("cadence.remind", inc.id) is None
 
 
 async def test_escalation_repeats_every_interval_until_an_update_is_posted(app, clock):
@@ -286,7 +286,7 @@ async def test_escalation_repeats_every_interval_until_an_update_is_posted(app, 
     texts = [e["text"] for e in escalations(app, inc.channel_id)]
     assert "is overdue" in texts[0] and all("is still overdue" in t for t in texts[1:])
     assert "Update posted" in await app.run("update Chat API, us-east: recovering", channel=inc.channel_id)
-    assert await app.services.extras["scheduler"].pending("cadence.escalate", inc.id) is None
+    assert await app.services.scheduler.pending("cadence.escalate", inc.id) is None
     clock.set(T0 + 3899)
     await tick(app)
     assert len(escalations(app, inc.channel_id)) == 3

@@ -32,7 +32,7 @@ async def test_reminder_due_while_every_process_was_down_fires_once_marked_late(
 async def test_start_hook_reschedules_a_reminder_lost_between_transition_and_sync(slack, redis_url, clock):
     app = await start_app(slack, redis_url, clock)
     inc = await declare(app, sev=1)
-    s = app.services.extras["scheduler"]
+    s = app.services.scheduler
     await s.cancel("cadence.remind", inc.id)  # as if the process died before scheduling
     from bot.scheduler import STARTUP
 

@@ -95,7 +95,7 @@ async def test_claimer_that_dies_is_replaced_after_the_lease(r):
     clock = ManualClock(T0)
     s = Scheduler(r, clock, lease=30)
     await s.schedule("test.echo", "crash", T0, {})
-    claimed = await s.claim()  # claimed, then the process "dies" without acking
+    claimed = (await s.claim()).jobs  # claimed, then the process "dies" without acking
     assert [j.key for j in claimed] == ["crash"]
     clock.set(T0 + 29)
     assert await s.tick("svc") == 0
@@ -122,7 +122,7 @@ async def test_rescheduling_while_in_flight_keeps_the_new_job(r):
     clock = ManualClock(T0)
     s = Scheduler(r, clock)
     await s.schedule("test.echo", "m", T0, {"v": 1})
-    [old] = await s.claim()
+    [old] = (await s.claim()).jobs
     await s.schedule("test.echo", "m", T0 + 5, {"v": 2})
     await s.ack(old)
     clock.set(T0 + 5)

@@ -104,7 +104,7 @@ async def test_a_handoff_slack_would_not_post_is_closed_not_left_pending(app):
     assert out == (f"Handoff HO-1 could not be posted in the channel (channel_is_archived); ic stays with <@{IC}>. "
                    "Try the handoff again.")
     assert (await app.services.incidents.get_handoff("INC-1", "HO-1")).status == "failed"
-    assert await app.services.extras["scheduler"].pending("handoff.nudge", "INC-1/HO-1") is None
+    assert await app.services.scheduler.pending("handoff.nudge", "INC-1/HO-1") is None
     key = await app.press("handoff.accept", "INC-1/HO-1", user=CAROL, channel=ch)
     assert await app.reply(key) == "Handoff HO-1 was never posted; ask for a new handoff."
     assert (await app.services.incidents.get("INC-1")).holder("ic") == IC

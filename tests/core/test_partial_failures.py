@@ -22,5 +22,5 @@ async def test_declare_after_the_incident_is_saved_reports_the_missing_step_hone
     [e] = await audit_entries(app, "INC-1")
     assert e["action"] == "command.declare" and e["detail"]["result"] == "ok" and e["detail"]["problems"] == [says]
     # The after-request hooks ran for the saved incident: its first reminder is scheduled.
-    assert await app.services.extras["scheduler"].pending("cadence.remind", "INC-1") == T0 + 900
+    assert await app.services.scheduler.pending("cadence.remind", "INC-1") == T0 + 900
     assert "INC-1" in await app.run("status", user=IC, channel=inc.channel_id)

@@ -97,7 +97,4 @@ async def lapp(slack, redis_url, clock, cells: Cells, tmp_path: Path, policy_ove
     app = await start_app(slack, redis_url, clock, kubeconfig=str(cells.kubeconfig),
                           firebreak_policy_dir=str(write_policy(tmp_path, **policy_overrides)), **app_settings)
     yield app
-    kube = app.services.extras.get("kube")
-    if kube is not None:
-        await kube.close()
-    await app.stop()
+    await app.stop()  # the runtime closes the kube clients too

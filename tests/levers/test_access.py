@@ -46,7 +46,7 @@ async def test_grant_provider_lets_a_user_pull_and_is_told(lapp, cells, monkeypa
     async def grants(svc, inc_, user, lever, cell):
         return "BG-1" if (user, lever, cell) == (NOBODY, "kueue-hold", "us-east-3") else None
 
-    async def on_use(svc, inc_, rec, grant):
+    async def on_use(svc, inc_, rec, grant, outcome=None):
         used.append((rec.id, grant))
 
     async def active(svc, inc_, grant, user, lever, cell):  # asked again just before it runs
@@ -64,15 +64,9 @@ async def test_grant_provider_lets_a_user_pull_and_is_told(lapp, cells, monkeypa
     assert cells.east1.requests == []
 
 
-async def test_needs_approval_is_refused_without_an_approval_flow(lapp, cells, monkeypatch):
-    monkeypatch.setattr(hooks, "APPROVAL_REQUESTED", [])
+async def test_a_dry_run_says_it_would_need_approval(lapp, cells):
+    # (The "no approval flow installed" refusal is gone: bot/commands.py always loads the approvals.)
     inc = await incident(lapp, {"ops": OPS})
-    out = await say(lapp, "lever kueue-hold-drain research-h100 --cell us-east-3", OPS, inc.channel_id)
-    assert "needs approval (HoldAndDrain evicts admitted workloads)" in out and "nothing changed" in out, out
-    out = await say(lapp, "lever route-weight edge/chat-global backend=cell-us-east-1", OPS, inc.channel_id)
-    assert "needs approval (acts on the fleet context `global`)" in out, out
-    assert cells.east3.requests == [] and cells.fleet.requests == []
-    # A dry-run still shows the plan, and says it would need approval.
     out = await say(lapp, "lever kueue-hold-drain research-h100 --cell us-east-3 --dry-run", OPS, inc.channel_id)
     assert "Would need approval" in out and "HoldAndDrain" in out, out
     assert not patches(cells.east3)
@@ -150,3 +144,28 @@ async def test_killswitch_only_narrows(bad, lapp, cells):
     out = await say(lapp, f"lever {bad} --cell us-east-3", SEC, inc.channel_id)
     assert "only narrows" in out or "acts on the ConfigMap toolgw/toolgw-flags (policy)" in out, out
     assert not patches(cells.east3)
+
+
+async def test_access_is_decided_once_per_request(lapp, cells, monkeypatch):
+    """The route rule decides (role or grant); the handler reuses its answer instead of asking again."""
+    inc = await incident(lapp)
+    asked = []
+
+    async def grants(svc, inc_, user, lever, cell):
+        asked.append((user, lever, cell))
+        return "BG-1"
+
+    async def active(svc, inc_, grant, user, lever, cell):
+        return True
+
+    async def on_use(svc, inc_, rec, grant, outcome=None):
+        return None
+
+    monkeypatch.setattr(hooks, "GRANT_PROVIDERS", [grants])
+    monkeypatch.setattr(hooks, "GRANT_ACTIVE", [active])
+    monkeypatch.setattr(hooks, "GRANT_USED", [on_use])
+    assert "applied and verified" in await say(lapp, "lever kueue-hold research-h100", NOBODY, inc.channel_id)
+    assert asked == [(NOBODY, "kueue-hold", "us-east-3")]
+    assert (await get_request(lapp.services.redis, "REQ-1")).grant_id == "BG-1"
+    assert "undone" in await say(lapp, "undo REQ-1", NOBODY, inc.channel_id)
+    assert len(asked) == 2

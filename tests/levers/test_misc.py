@@ -85,3 +85,16 @@ def test_bad_policy_is_refused_with_file_and_line(tmp_path, override, expect):
         load_policy(d)
     msg = str(err.value)
     assert msg.startswith(f"{d / 'levers.yaml'}:") and expect in msg, msg
+
+
+async def test_app_cleanup_closes_the_kube_clients(slack, redis_url, clock, cells, tmp_path):
+    from tests.harness import start_app
+
+    app = await start_app(slack, redis_url, clock, kubeconfig=str(cells.kubeconfig),
+                          firebreak_policy_dir=str(write_policy(tmp_path)))
+    inc = await incident(app, {"ops": OPS})
+    assert "applied and verified" in await say(app, "lever kueue-hold research-h100", OPS, inc.channel_id)
+    sessions = [c.api.rest_client.pool_manager for c in app.services.extras["kube"]._clients.values()]
+    assert sessions and not any(s.closed for s in sessions)
+    await app.stop()
+    assert all(s.closed for s in sessions)

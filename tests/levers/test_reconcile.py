@@ -148,3 +148,42 @@ async def test_undoing_settles_to_undone_or_back_to_done(lapp, cells):
     # REQ-1 is `done` again, so a fresh undo works.
     assert "undone" in await say(lapp, "undo REQ-1", OPS, inc.channel_id)
     assert comparable(cells.east3.get("clusterqueue", "research-h100"), False) == comparable(original, False)
+
+
+async def test_a_settle_is_one_system_command_through_the_dispatcher(lapp, cells, clock):
+    """The restart sweep and its timer settle through dispatch: one `command.lever_settle` per settle,
+    whose request id the lever.* event carries; waiting and a settled request add nothing."""
+    inc = await incident(lapp, {"ops": OPS})
+    rid = await _stored(lapp, cells, HOLD, OPS, inc.channel_id)
+    await _crashed_executing(lapp, rid, clock.now())
+    await _start_hooks(lapp)  # young: a timer, no settle yet
+
+    def settles(entries):
+        return [e for e in entries if e["action"] == "command.lever_settle"]
+
+    assert settles(await audit_entries(lapp, inc.id)) == []
+    clock.advance(301)
+    await lapp.services.extras["scheduler"].tick(lapp.services)
+    await _start_hooks(lapp)  # a later start finds nothing in flight
+    await lapp.services.extras["scheduler"].tick(lapp.services)
+    entries = await audit_entries(lapp, inc.id)
+    [cmd] = settles(entries)
+    assert cmd["actor"] == "system" and cmd["detail"]["source"] == "scheduler"
+    assert cmd["detail"]["args"] == {"request": rid} and cmd["detail"]["result"] == "ok"
+    assert cmd["detail"]["settled"] == "failed" and cmd["detail"]["was"] == "executing"
+    [event] = [e for e in entries if e["action"] == "lever.failed"]
+    assert cmd["request_id"] and event["request_id"] == cmd["request_id"]
+
+
+async def test_an_unreadable_object_is_settled_later_and_audited_as_an_error(lapp, cells, clock):
+    inc = await incident(lapp, {"ops": OPS})
+    rid = await _stored(lapp, cells, HOLD, OPS, inc.channel_id)
+    await _crashed_executing(lapp, rid, T0 - 600)
+    cells.east3.fail_next("GET", "clusterqueues/research-h100", 500)
+    await _start_hooks(lapp)
+    assert (await get_request(lapp.services.redis, rid)).state == "executing"
+    [err] = [e for e in await audit_entries(lapp, inc.id) if e["action"] == "command.lever_settle"]
+    assert err["detail"]["result"] == "error" and err["detail"]["settled"] is None
+    clock.advance(301)
+    await lapp.services.extras["scheduler"].tick(lapp.services)
+    assert (await get_request(lapp.services.redis, rid)).state == "failed"

@@ -28,7 +28,7 @@ import aiohttp
 from aiohttp import web
 
 from .ports import free_port
-from .services import ManagedProcess, ServiceStartError, find_binary
+from .services import ManagedServer, ServiceStartError, find_binary
 
 __all__ = ["AlertmanagerServer", "WebhookReceiver", "Delivery", "alert", "iso_now"]
 
@@ -54,17 +54,19 @@ def alert(alertname: str, *, cell: str | None = None, labels: dict | None = None
     return a
 
 
-class AlertmanagerServer:
+class AlertmanagerServer(ManagedServer):
     """``AlertmanagerServer(tmpdir, webhook_url, bearer_token)``; async context manager
     or ``await start()`` / ``await stop()``.  Attributes: ``url``, ``port``, ``pid``,
     ``startup_seconds``, ``config_path``."""
+
+    log_name = "alertmanager.log"
 
     def __init__(self, tmpdir: str | Path, webhook_url: str, bearer_token: str | None = None,
                  *, group_by: Sequence[str] = ("cell",), group_wait: str = "1s",
                  group_interval: str = "1s", repeat_interval: str = "1h",
                  send_resolved: bool = True, extra_args: Sequence[str] = (),
                  startup_timeout: float = 20.0):
-        self.dir = Path(tmpdir)
+        super().__init__(tmpdir, startup_timeout)
         self.webhook_url = webhook_url
         self.bearer_token = bearer_token
         self.group_by = list(group_by)
@@ -73,17 +75,8 @@ class AlertmanagerServer:
         self.repeat_interval = repeat_interval
         self.send_resolved = send_resolved
         self.extra_args = list(extra_args)
-        self.startup_timeout = startup_timeout
         self.config_path = self.dir / "alertmanager.yml"
         self.storage_path = self.dir / "am-data"
-        self.port: int | None = None
-        self.url: str | None = None
-        self.startup_seconds = 0.0
-        self._proc: ManagedProcess | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
 
     def config(self) -> dict:
         webhook: dict[str, Any] = {"url": self.webhook_url, "send_resolved": self.send_resolved,
@@ -102,42 +95,17 @@ class AlertmanagerServer:
             "receivers": [{"name": "firebreak-webhook", "webhook_configs": [webhook]}],
         }
 
-    async def start(self) -> "AlertmanagerServer":
-        binary = find_binary("alertmanager", "prometheus-alertmanager")
+    async def _prepare(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.storage_path.mkdir(parents=True, exist_ok=True)
         # JSON is valid YAML and escapes the token/url safely.
         self.config_path.write_text(json.dumps(self.config(), indent=2) + "\n")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = [binary, f"--config.file={self.config_path}",
+
+    def _argv(self) -> list[str]:
+        return [find_binary("alertmanager", "prometheus-alertmanager"), f"--config.file={self.config_path}",
                 f"--storage.path={self.storage_path}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--cluster.listen-address=", *self.extra_args]
-        self._proc = ManagedProcess(argv, self.dir / "alertmanager.log", cwd=self.dir)
-        t0 = time.monotonic()
-        self._proc.start()
-        try:
-            await self._proc.wait_ready(f"{self.url}/-/ready", self.startup_timeout)
-        except BaseException:
-            self._proc.stop()
-            raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
-
-    async def stop(self) -> None:
-        if self._proc is not None:
-            proc, self._proc = self._proc, None
-            await asyncio.to_thread(proc.stop)
-
-    async def __aenter__(self) -> "AlertmanagerServer":
-        return await self.start()
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
-
-    def log_tail(self, n: int = 4000) -> str:
-        return self._proc.log_tail(n) if self._proc else ""
 
     async def post_alerts(self, alerts: list[dict]) -> None:
         """POST ``alerts`` to /api/v2/alerts (raises on a non-2xx answer)."""

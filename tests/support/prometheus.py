@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from .ports import free_port
 from .services import (  # re-exported for callers
     DEFAULT_SERVICES_DIR,
     ManagedProcess,
+    ManagedServer,
     ServiceBinaryNotFound,
     ServiceStartError,
     ensure_services_installed,
@@ -389,7 +389,7 @@ def triage_series(cell: str, t: CellTriage, start_ts: float, minutes: float,
 
 # --------------------------------------------------------------------------- server
 
-class PrometheusServer:
+class PrometheusServer(ManagedServer):
     """Backfilled Prometheus on 127.0.0.1:<free port>.
 
     ``PrometheusServer(tmpdir, data_series, start_ts=None)``; ``data_series`` is
@@ -406,11 +406,13 @@ class PrometheusServer:
     ``backfill_seconds``, ``startup_seconds``.
     """
 
+    log_name = "prometheus.log"
+
     def __init__(self, tmpdir: str | Path, data_series: Iterable[Series] | Scenario = (),
                  start_ts: float | None = None, *, rule_files: Sequence[str | Path] = (),
                  alertmanager_url: str | None = None, evaluation_interval: str = "1s",
                  extra_args: Sequence[str] = (), startup_timeout: float = 30.0):
-        self.dir = Path(tmpdir)
+        super().__init__(tmpdir, startup_timeout)
         if isinstance(data_series, Scenario):
             self.series = list(data_series.series)
             start_ts = data_series.start_ts if start_ts is None else start_ts
@@ -423,17 +425,8 @@ class PrometheusServer:
         self.alertmanager_url = alertmanager_url
         self.evaluation_interval = evaluation_interval
         self.extra_args = list(extra_args)
-        self.startup_timeout = startup_timeout
         self.data_dir = self.dir / "prom-data"
-        self.port: int | None = None
-        self.url: str | None = None
         self.backfill_seconds = 0.0
-        self.startup_seconds = 0.0
-        self._proc: ManagedProcess | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
 
     def _config(self) -> str:
         lines = ["global:", f"  evaluation_interval: {self.evaluation_interval}",
@@ -467,41 +460,15 @@ class PrometheusServer:
             raise ServiceStartError(f"promtool backfill failed ({res.returncode}):\n"
                                     f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
 
-    async def start(self) -> "PrometheusServer":
-        binary = find_binary("prometheus")
+    async def _prepare(self) -> None:
         await asyncio.to_thread(self.backfill)
-        cfg = self.dir / "prometheus.yml"
-        cfg.write_text(self._config())
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = [binary, f"--config.file={cfg}", f"--storage.tsdb.path={self.data_dir}",
-                "--storage.tsdb.retention.time=100y",
+        (self.dir / "prometheus.yml").write_text(self._config())
+
+    def _argv(self) -> list[str]:
+        return [find_binary("prometheus"), f"--config.file={self.dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.data_dir}", "--storage.tsdb.retention.time=100y",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--rules.alert.resend-delay=1s", *self.extra_args]
-        self._proc = ManagedProcess(argv, self.dir / "prometheus.log", cwd=self.dir)
-        t0 = time.monotonic()
-        self._proc.start()
-        try:
-            await self._proc.wait_ready(f"{self.url}/-/ready", self.startup_timeout)
-        except BaseException:
-            self._proc.stop()
-            raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
-
-    async def stop(self) -> None:
-        if self._proc is not None:
-            proc, self._proc = self._proc, None
-            await asyncio.to_thread(proc.stop)
-
-    async def __aenter__(self) -> "PrometheusServer":
-        return await self.start()
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
-
-    def log_tail(self, n: int = 4000) -> str:
-        return self._proc.log_tail(n) if self._proc else ""
 
     async def query(self, promql: str, at: float | None = None) -> list[dict]:
         """Instant query via prometheus_api_client at ``at`` (default ``end_ts``)."""

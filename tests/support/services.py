@@ -24,7 +24,7 @@ import subprocess
 import time
 import weakref
 from pathlib import Path
-from typing import Sequence
+from typing import Self, Sequence
 
 import aiohttp
 
@@ -174,3 +174,63 @@ class ManagedProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.proc = None
+
+
+class ManagedServer:
+    """A service binary on 127.0.0.1:<free port>, ready when ``<url>/-/ready`` answers 200.
+
+    Subclasses write their config in ``_prepare`` and give the command line in ``_argv``;
+    ``await start()`` / ``await stop()`` or an async context manager. Attributes: ``url``,
+    ``port``, ``pid``, ``startup_seconds``.
+    """
+
+    log_name = "server.log"
+
+    def __init__(self, tmpdir: str | Path, startup_timeout: float) -> None:
+        self.dir = Path(tmpdir)
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self.url: str | None = None
+        self.startup_seconds = 0.0
+        self._proc: ManagedProcess | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    async def _prepare(self) -> None:
+        """Write config and data before the process starts."""
+
+    def _argv(self) -> list[str]:
+        raise NotImplementedError
+
+    async def start(self) -> Self:
+        from .ports import free_port
+
+        await self._prepare()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc = ManagedProcess(self._argv(), self.dir / self.log_name, cwd=self.dir)
+        t0 = time.monotonic()
+        self._proc.start()
+        try:
+            await self._proc.wait_ready(f"{self.url}/-/ready", self.startup_timeout)
+        except BaseException:
+            self._proc.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    async def stop(self) -> None:
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            await asyncio.to_thread(proc.stop)
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self._proc.log_tail(n) if self._proc else ""
