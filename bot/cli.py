@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     e = asub.add_parser("export", help="print entries as JSON Lines")
     e.add_argument("--incident")
     asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
-    p.add_argument("--log-level", default=None, help="default INFO (WARNING in the console, which prints its own)")
+    p.add_argument("--log-level", default=None,
+                   help="default INFO (the console writes its log to a file and says where)")
     return p
 
 
@@ -55,7 +56,14 @@ async def _audit(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logs.configure(args.log_level or ("WARNING" if args.cmd == "console" else "INFO"), json=args.cmd == "serve")
+    if args.cmd == "console":
+        from bot.console.main import LOG_PATH
+
+        # The console prints the app's replies; its logs would interleave with them, so they go to a file.
+        log_file = open(LOG_PATH, "a", encoding="utf-8")  # noqa: SIM115 - open for the process's life
+        logs.configure(args.log_level or "INFO", json=False, stream=log_file)
+    else:
+        logs.configure(args.log_level or "INFO", json=args.cmd == "serve")
     try:
         if args.cmd == "serve":
             from bot.serve import serve

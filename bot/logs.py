@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -46,8 +46,9 @@ class _RedactFilter(logging.Filter):
         return True
 
 
-def configure(level: str = "INFO", json: bool = True) -> None:
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+def configure(level: str = "INFO", json: bool = True, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stderr
+    logging.basicConfig(stream=stream, level=level, format="%(message)s")
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, _RedactFilter) for f in handler.filters):
             handler.addFilter(_RedactFilter())
@@ -62,7 +63,7 @@ def configure(level: str = "INFO", json: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
 

@@ -38,7 +38,9 @@ async def _decide(svc: "Services", req: "Request", inc: "Incident | None", lever
                   verb: str) -> str | None:
     ok, grant = await access(svc, inc, req.actor, lever, cell)
     if not ok:
-        return _denial(svc, inc, req.actor, lever, verb)
+        # A refusal says what did not happen: nothing reached the API server.
+        return f"Not {'pulled' if verb == 'pull' else 'undone'}, nothing changed: " + _denial(
+            svc, inc, req.actor, lever, verb)
     _ALLOWED.set((req.id, grant))
     return None
 

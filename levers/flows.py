@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def _ack(cmd: PullLever) -> str:  # type: ignore[override]
     where = f" in {cmd.cell}" if cmd.cell else ""
     mode = "Dry run: planning" if cmd.dry_run else "Planning"
-    return f"{mode} {cmd.lever} on {cmd.target}{where} (REQ id follows)…"
+    return f"{mode} {cmd.lever} on {cmd.target}{where}…"
 
 
 async def _read(ctx: Ctx, path: str, kind: str) -> dict:
@@ -79,9 +79,9 @@ async def _pull(svc: "Services", req: Request, inc: "Incident", grant: str | Non
         needs = approval_reasons(svc.policy.levers, lever, scope, target)
         client = await kube_for(svc).client(scope.context)
     except LeverRefusal as e:
-        raise Refusal(str(e)) from None
+        raise Refusal(f"{messages.NOT_PULLED}{e}") from None
     except UnknownCell as e:
-        raise Refusal(f"Unknown cell `{cmd.cell or scope.cell}`: {e}.") from None
+        raise Refusal(messages.no_context(scope.label, e.context, scope.fleet, e.known)) from None
     ctx = Ctx(svc=svc, kube=client, req_id=await next_id(svc.redis), incident=inc.id, cell=scope.cell,
               context=scope.context, target=target, params=params, requester=req.actor,
               budget_override=cmd.override == "budget")
@@ -90,7 +90,8 @@ async def _pull(svc: "Services", req: Request, inc: "Incident", grant: str | Non
         plan = await lever.plan(ctx, obj)
         await lever.check(ctx, plan, obj)
     except LeverRefusal as e:
-        raise Refusal(f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) refused: {e}", request=ctx.req_id) from None
+        raise Refusal(f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) not pulled, nothing changed: {e}",
+                      request=ctx.req_id) from None
     except KubeError as e:
         raise Refusal(f"{ctx.req_id} {cmd.lever}: could not plan: {e}; nothing changed.", request=ctx.req_id) from None
     if ctx.breaches:

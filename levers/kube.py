@@ -56,7 +56,17 @@ class KubeError(Exception):
 
 
 class UnknownCell(Exception):
-    pass
+    """No kube context for a cell. `known` is None when there is no kubeconfig at all."""
+
+    def __init__(self, context: str, known: list[str] | None) -> None:
+        super().__init__(context)
+        self.context = context
+        self.known = known
+
+    def __str__(self) -> str:
+        if self.known is None:
+            return f"Firebreak has no kube config for context `{self.context}` (KUBECONFIG unset)"
+        return f"no kube context `{self.context}` in KUBECONFIG (contexts: {', '.join(self.known) or 'none'})"
 
 
 def read_kubeconfig(kubeconfig: Path | None) -> dict[str, Any]:
@@ -138,12 +148,12 @@ class Kube:
             if context in self._clients:
                 return self._clients[context]
             if self.kubeconfig is None:
-                raise UnknownCell("no kubeconfig: set KUBECONFIG to the file with one context per cell")
+                raise UnknownCell(context, None)
             # The file is read off the event loop; only a context without a client yet needs it.
             doc = await asyncio.to_thread(read_kubeconfig, self.kubeconfig)
             known = contexts_of(doc)
             if context not in known:
-                raise UnknownCell(f"no kube context `{context}` in KUBECONFIG (contexts: {', '.join(known) or 'none'})")
+                raise UnknownCell(context, known)
             cfg = type.__call__(Configuration)  # a fresh one, not a copy of the process-wide default
             loader = KubeConfigLoader(config_dict=doc, active_context=context,
                                       config_base_path=str(Path(self.kubeconfig).parent))

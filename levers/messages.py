@@ -7,6 +7,20 @@ from levers.base import LEVERS
 from levers.requests import LeverRequest
 
 
+NOT_PULLED = "Not pulled, nothing changed: "
+
+
+def no_context(cell: str, context: str, fleet: bool, known: list[str] | None) -> str:
+    """A cell Firebreak has no kube context for: say which context is missing, and where."""
+    if known is None:
+        what = f"the fleet context `{context}`" if fleet else f"cell {cell}"
+        return (f"{NOT_PULLED}Firebreak has no kube config for {what} (KUBECONFIG unset). "
+                "Whoever runs Firebreak must set KUBECONFIG (one context per cell).")
+    name = f"`{context}` (the fleet context)" if fleet else f"`{context}` for cell {cell}"
+    hint = "" if fleet else " Pick one with `--cell <cell>`."
+    return f"{NOT_PULLED}no kube context {name} in KUBECONFIG (contexts: {', '.join(known) or 'none'}).{hint}"
+
+
 def _fence(text: str) -> str:
     return "```" + text.replace("```", "'''") + "```"
 

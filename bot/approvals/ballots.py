@@ -86,6 +86,7 @@ class Ballots:
         self._end = redis.register_script(scripts.END_GRANT)
         self._revoke = redis.register_script(scripts.REVOKE)
         self._card = redis.register_script(scripts.SET_CARD)
+        self._close = redis.register_script(scripts.CLOSE)
 
     async def create(self, b: Ballot) -> bool:
         return bool(await self._create(keys=[ballot_key(b.incident, b.id), index_key(b.incident)],
@@ -120,6 +121,11 @@ class Ballots:
         code, state = await self._revoke(keys=[ballot_key(inc, bid), Keys.roles(inc)],
                                          args=[actor, now, json.dumps(revokers)])
         return str(code), str(state)
+
+    async def close(self, inc: str, bid: str, now: float, actor: str) -> str:
+        """At resolve: 'expired' (was pending), 'ended' (was an active grant) or '' (nothing to do)."""
+        got = await self._close(keys=[ballot_key(inc, bid)], args=[now, actor])
+        return got.decode() if isinstance(got, bytes) else str(got or "")
 
     async def set_card(self, inc: str, bid: str, channel: str, ts: str) -> None:
         await self._card(keys=[ballot_key(inc, bid)], args=[channel, ts])

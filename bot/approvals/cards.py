@@ -20,7 +20,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.approvals.ballots import Ballot
-from bot.approvals.rules import seat_title, seats_text
+from bot.approvals.rules import seat_holders, seat_title, seats_text
 from bot.clock import hhmm
 
 
@@ -32,11 +32,16 @@ def _md(text: str, limit: int = 2900) -> MarkdownTextObject:
     return MarkdownTextObject(text=_cut(text, limit))
 
 
-def _seats_line(b: Ballot) -> str:
-    extra = f" (plus {seats_text(b.sev1_seats)} at SEV1)" if b.sev1_seats else ""
+Holders = dict[str, "str | None"]  # seat -> who holds that role in the incident now
+
+
+def _seats_line(b: Ballot, holder: Holders | None = None) -> str:
+    def named(seats: list[str]) -> str:
+        return seats_text(seats) if holder is None else seat_holders(seats, holder)
+    extra = f" (plus {named(b.sev1_seats)} at SEV1)" if b.sev1_seats else ""
     got = ", ".join(f"<@{u}> ({seat_title(s)})" for s, u in _in_seat_order(b))
     have = f" · approved so far: {got}" if got else ""
-    return (f"Needs {seats_text(b.seats)}{extra}, each a different person and not the requester"
+    return (f"Needs {named(b.seats)}{extra}, each a different person and not the requester"
             f" · expires {hhmm(b.expires_at)} UTC{have}")
 
 
@@ -95,8 +100,8 @@ def _lever_body(b: Ballot) -> list[Block]:
     ]
 
 
-def lever_request(b: Ballot) -> list[Block]:
-    return [*_lever_body(b), ContextBlock(elements=[_md(_seats_line(b))]), _buttons(b, "lever")]
+def lever_request(b: Ballot, holder: Holders | None = None) -> list[Block]:
+    return [*_lever_body(b), ContextBlock(elements=[_md(_seats_line(b, holder))]), _buttons(b, "lever")]
 
 
 def grant_text(b: Ballot) -> str:
@@ -118,13 +123,17 @@ def _grant_body(b: Ballot) -> list[Block]:
     ]
 
 
-def grant_request(b: Ballot) -> list[Block]:
-    return [*_grant_body(b), ContextBlock(elements=[_md(_seats_line(b))]), _buttons(b, "breakglass")]
+def grant_request(b: Ballot, holder: Holders | None = None) -> list[Block]:
+    return [*_grant_body(b), ContextBlock(elements=[_md(_seats_line(b, holder))]), _buttons(b, "breakglass")]
 
 
-def pending(b: Ballot) -> list[Block]:
+def pending(b: Ballot, holder: Holders | None = None) -> list[Block]:
     """The request card again, with the approvals recorded so far."""
-    return lever_request(b) if b.kind == "lever" else grant_request(b)
+    return lever_request(b, holder) if b.kind == "lever" else grant_request(b, holder)
+
+
+def holders_of(b: Ballot, roles: dict[str, "str | None"]) -> Holders:
+    return {s: roles.get(s) for s in [*b.seats, *b.sev1_seats]}
 
 
 def decided(b: Ballot, line: str) -> list[Block]:

@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING
 
 from bot.approvals import buttons, cards, grant_hooks, grants, jobs, lever_side, notify  # noqa: F401 - registers
+from bot.approvals import on_resolve  # noqa: F401 - ends grants and requests at resolve
 from bot.approvals.ballots import Ballot, Vote
 from bot.approvals.commands import Approve, ApprovalSettle, Deny
 from bot.approvals.rules import required_seats, seat_title, seats_text

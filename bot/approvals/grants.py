@@ -13,7 +13,7 @@ from bot import logs
 from bot.approvals import cards, notify, scope
 from bot.approvals.ballots import Ballot
 from bot.approvals.commands import Breakglass, BreakglassEnd
-from bot.approvals.rules import required_seats, seats_text, within
+from bot.approvals.rules import needs_text, required_seats, seats_text, within
 from bot.clock import hhmm, iso
 from bot.core.grammar import Spec
 from bot.core.registry import route
@@ -63,6 +63,9 @@ async def breakglass(svc: "Services", req: Request, inc: "Incident | None") -> O
         sc = scope.parse(cmd.scope, list(CATALOGUE))
     except scope.ScopeError as e:
         raise Refusal(str(e)) from None
+    seats = required_seats(list(pol.approvers), list(pol.sev1_approvers), inc.sev)
+    if "ic" in seats and inc.holder("ic") == req.actor:
+        raise Refusal(_ic_hint(svc, sc, req.actor))
     now = svc.clock.now()
     bid = f"BG-{await svc.redis.incr(Keys.GRANT_SEQ)}"
     b = Ballot(id=bid, kind="breakglass", incident=inc.id, requester=req.actor, created_at=now,
@@ -72,18 +75,30 @@ async def breakglass(svc: "Services", req: Request, inc: "Incident | None") -> O
                        "fleet": sc.fleet, "minutes": cmd.minutes, "reason": cmd.reason})
     await notify.ballots(svc).create(b)
     await svc.scheduler.schedule(EXPIRE_JOB, bid, b.expires_at, {"incident": inc.id})
-    await notify.post_card(svc, inc, b, "request card", cards.grant_text(b), cards.grant_request(b),
+    await notify.post_card(svc, inc, b, "request card", cards.grant_text(b),
+                           cards.grant_request(b, cards.holders_of(b, notify.seated(inc))),
                            f"it grants nothing and expires at {hhmm(b.expires_at)} UTC. Try again.")
     posted = await notify.to_security(
         svc, f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
              f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}")
-    need = seats_text(required_seats(b.seats, b.sev1_seats, inc.sev))
+    need, fix = needs_text(seats, {s: inc.holder(s) for s in seats}, req.actor)
+    first = f" Seat them first: {'; '.join(f'`{f}`' for f in fix)}." if fix else ""
     return Outcome(
-        message=f"{bid} requested: {sc.describe()} for {cmd.minutes} min from approval. "
-                f"It needs {need}, not you, by {hhmm(b.expires_at)} UTC.{notify.unposted(posted)}",
+        message=f"{bid} requested: {sc.describe()} for {cmd.minutes} min from approval; nothing granted yet. "
+                f"It needs {need} by {hhmm(b.expires_at)} UTC.{first}{notify.unposted(posted)}",
         audit={**cards.details(b), "scope": sc.text(), "minutes": cmd.minutes, "seats": b.seats,
                "sev1_seats": b.sev1_seats, "expires_at": iso(b.expires_at), "security_posted": posted},
     )
+
+
+def _ic_hint(svc: "Services", sc: scope.Scope, actor: str) -> str:
+    """The IC can't approve their own grant, and needs none: they can seat themselves."""
+    names = sc.levers or tuple(CATALOGUE)
+    roles = list(dict.fromkeys(r for n in names for r in svc.policy.levers.levers[n].roles))
+    other = f" (or {', '.join(roles[1:])})" if len(roles) > 1 else ""
+    return (f"Not requested, nothing changed: you're the IC, so you can't approve your own break-glass. "
+            f"Take the role instead: `/incident role {roles[0] if roles else 'ops'} <@{actor}>`{other} "
+            "(no break-glass needed).")
 
 
 async def activate(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]:

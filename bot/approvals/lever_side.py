@@ -54,7 +54,8 @@ async def request_approval(svc: "Services", inc: "Incident", rec: "LeverRequest"
     await svc.audit.append("approval.requested", actor=rec.requester, incident=inc.id, detail={
         **cards.details(b), "lever": rec.lever, "target": rec.target, "cell": rec.cell,
         "seats": b.seats, "expires_at": iso(b.expires_at), "kubectl": b.detail["kubectl"]})
-    await notify.post_card(svc, inc, b, "approval card", cards.lever_text(b), cards.lever_request(b),
+    await notify.post_card(svc, inc, b, "approval card", cards.lever_text(b),
+                           cards.lever_request(b, cards.holders_of(b, notify.seated(inc))),
                            f"it needs approval, so nothing will run; it expires at {hhmm(b.expires_at)} UTC. "
                            "Try the lever again.")
 
@@ -93,10 +94,13 @@ async def denied(svc: "Services", b: Ballot) -> None:
     await _grant_report(svc, b, f"denied by <@{b.decided_by}>; nothing changed")
 
 
-async def expired(svc: "Services", b: Ballot) -> None:
+async def expired(svc: "Services", b: Ballot, line: str | None = None) -> None:
+    """The window ran out, or (line given) the incident was resolved first."""
     await requests.transition(svc.redis, b.id, {"pending_approval"}, "expired")
-    await notify.edit_card(svc, b, cards.decision_line(b))
-    await _grant_report(svc, b, f"expired at {hhmm(b.expires_at)} UTC without approval; nothing changed")
+    await svc.scheduler.cancel(EXPIRE_JOB, b.id)
+    await notify.edit_card(svc, b, line or cards.decision_line(b))
+    why = line or f"expired at {hhmm(b.expires_at)} UTC without approval"
+    await _grant_report(svc, b, f"{why}; nothing changed")
 
 
 async def reconciled(svc: "Services", rec: "LeverRequest") -> None:

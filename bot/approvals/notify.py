@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 log = logs.get(__name__)
 
 
+def seated(inc: "Incident") -> dict[str, str | None]:
+    return {r: h.user for r, h in inc.roles.items()}
+
+
 def ballots(svc: "Services") -> Ballots:
     if "ballots" not in svc.extras:
         svc.extras["ballots"] = Ballots(svc.redis)
@@ -43,7 +47,11 @@ async def edit_card(svc: "Services", b: Ballot, line: str | None = None) -> None
     """The decided card (line given) or the pending card with votes so far."""
     if not b.card_channel or not b.card_ts:
         return
-    blocks = cards.decided(b, line) if line is not None else cards.pending(b)
+    if line is not None:
+        blocks = cards.decided(b, line)
+    else:
+        inc = await svc.incidents.get(b.incident)  # the seats named as they are now
+        blocks = cards.pending(b, cards.holders_of(b, seated(inc)) if inc else None)
     try:
         await svc.slack.update(b.card_channel, b.card_ts, cards.text(b) + (f" — {line}" if line else ""), blocks)
     except SlackFailure as f:

@@ -32,3 +32,32 @@ def seats_text(seats: list[str]) -> str:
     if len(names) <= 1:
         return "".join(names) or "nobody"
     return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def seat_holders(seats: list[str], holder: dict[str, str | None]) -> str:
+    """"the IC (<@U1>) and the Security lead (nobody yet)": the seats with who sits in them now."""
+    def one(s: str) -> str:
+        who = holder.get(s)
+        return f"the {seat_title(s)} ({f'<@{who}>' if who else 'nobody yet'})"
+    names = [one(s) for s in seats]
+    if len(names) <= 1:
+        return "".join(names) or "nobody"
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def needs_text(seats: list[str], holder: dict[str, str | None], requester: str) -> tuple[str, list[str]]:
+    """Who must approve a request, by name, and the seats nobody but the requester can fill now.
+
+    A seat that is empty or held by the requester needs someone seated first:
+    say who and the command that seats them.
+    """
+    parts, fix = [], []
+    for s in seats:
+        who = holder.get(s)
+        if who and who != requester:
+            parts.append(f"the {seat_title(s)} (<@{who}>)")
+        else:
+            parts.append(f"a {seat_title(s)} other than <@{requester}>")
+            fix.append(f"/incident role {s} @x")
+    text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return text, fix

@@ -116,3 +116,18 @@ if redis.call('HEXISTS', KEYS[1], 'card_ts') == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'card_channel', ARGV[1], 'card_ts', ARGV[2])
 return 1
 """
+
+# KEYS: ballot. ARGV: now, actor. The incident was resolved: a pending request expires, an
+# active grant ends. -> 'expired' | 'ended' | '' (already decided, or a lever past its vote).
+CLOSE = """
+local b = redis.call('HMGET', KEYS[1], 'state', 'kind', 'grant_expires_at')
+if b[1] == 'pending' then
+  redis.call('HSET', KEYS[1], 'state', 'expired', 'decided_by', ARGV[2], 'decided_at', ARGV[1])
+  return 'expired'
+end
+if b[1] == 'approved' and b[2] == 'breakglass' and tonumber(ARGV[1]) < tonumber(b[3] or '0') then
+  redis.call('HSET', KEYS[1], 'state', 'ended', 'ended_at', ARGV[1], 'ended_by', ARGV[2])
+  return 'ended'
+end
+return ''
+"""

@@ -26,6 +26,22 @@ _CELL_PREFIX = re.compile(r"^cell[-_]", re.IGNORECASE)
 _NOUN = r"(?:\b(?:cells?|nodes?|hosts?|machines?|servers?)\s+)?"
 
 
+# A removed node takes a joining word with it ("on gpu-a3-0142 and us-east-3" -> "on us-east-3");
+# with none to take, "on gpu-a3-0142" becomes "on some hosts" rather than a dangling "on".
+_LEAD = r"(?P<lead>(?:\s*,|\s+(?:and|or|&))\s+)?"
+_PREP = r"(?P<prep>\b(?:on|in|at|from|to|for|of|across|with|via)\s+)?"
+_CONJ = r"(?P<conj>\s*,\s*|\s+(?:and|or|&)\s+)?"
+
+
+def _drop_node(m: re.Match[str]) -> str:
+    prep = m.group("prep") or ""
+    if m.group("conj"):
+        return (m.group("lead") or "") + prep
+    if m.group("lead"):
+        return ""
+    return prep + "some hosts" if prep else ""
+
+
 def _name(name: str) -> str:
     return rf"(?<![\w-]){re.escape(name)}(?![\w-])"
 
@@ -61,8 +77,10 @@ def rewrite(text: str, bad: list[str], policy: PublicPolicy, nodes: list[str], i
     """``text`` at public granularity: cells become their region, node names go."""
     out = text
     for word in sorted(bad, key=len, reverse=True):
-        repl = "" if _is_node(word, policy, nodes) else region_of_cell(word)
-        out = re.sub(_NOUN + _name(word), repl, out, flags=re.IGNORECASE)
+        if _is_node(word, policy, nodes):
+            out = re.sub(_LEAD + _PREP + _NOUN + _name(word) + _CONJ, _drop_node, out, flags=re.IGNORECASE)
+        else:
+            out = re.sub(_NOUN + _name(word), region_of_cell(word), out, flags=re.IGNORECASE)
     # Tidy what a removal leaves: doubled spaces, a space before punctuation, a leading comma.
     out = re.sub(r"\s{2,}", " ", out)
     out = re.sub(r"\s+([,.;:!?])", r"\1", out).strip(" ,;:-")

@@ -53,6 +53,7 @@ class Event:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     ts: str | None = None
     user: str | None = None  # ephemeral / reply: who sees it
+    view: dict[str, Any] | None = None  # view: the opened modal, with its id
 
 
 def _args(request: web.Request, raw: bytes) -> dict[str, Any]:
@@ -120,6 +121,13 @@ class SlackEmulator:
         ch = Channel(id=f"C{self._tag}{next(self._ids):04d}", name=name, members={BOT_USER})
         self.channels[ch.id] = ch
         return ch
+
+    def user_message(self, channel: str, text: str) -> str:
+        """A person's message (the console's `say`): stored so replies in its thread have a parent."""
+        ch = self._channel(channel)
+        msg = Message(ch.id, self._next_ts(), text, [])
+        self.messages[(ch.id, msg.ts)] = msg
+        return msg.ts
 
     def by_name(self, name: str) -> Channel | None:
         return next((c for c in self.channels.values() if c.name == name.lstrip("#")), None)
@@ -217,8 +225,9 @@ class SlackEmulator:
         if not a.get("trigger_id") or not isinstance(view, dict):
             raise ApiError("invalid_arguments")
         title = (view.get("title") or {}).get("text", "")
-        self.on_event(Event("view", None, title, view.get("blocks") or []))
-        return {"view": {**view, "id": f"V{next(self._ids):04d}"}}
+        opened = {**view, "id": f"V{next(self._ids):04d}"}
+        self.on_event(Event("view", None, title, view.get("blocks") or [], view=opened))
+        return {"view": opened}
 
     def _user(self, a: dict[str, Any]) -> dict[str, Any]:
         uid = str(a.get("user", ""))

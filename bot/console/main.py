@@ -5,8 +5,11 @@ import asyncio
 import contextlib
 import secrets
 import sys
+import tempfile
 from pathlib import Path
+from typing import AsyncIterator, Callable
 
+from bot.clock import Clock
 from bot.config import load_settings
 from bot.console.emulator import SlackEmulator
 from bot.console.people import Directory
@@ -15,9 +18,11 @@ from bot.console.signed import Sender
 from bot.runtime import build_runtime
 from bot.server import start_local
 
+LOG_PATH = Path(tempfile.gettempdir()) / "firebreak-console.log"
 BANNER = """\
 Firebreak console: the real app against an embedded Slack emulator on 127.0.0.1.
 {store}
+Firebreak's own log goes to {log}.
 Type `help` for the console, `/incident help` for Firebreak; `quit` to leave."""
 
 
@@ -67,6 +72,19 @@ async def run_console(user: str, script: str | None) -> int:
         except OSError as exc:
             print(f"firebreak: cannot read script {script}: {exc.strerror}", file=sys.stderr)
             return 2
+    async with open_console(user, _say) as console:
+        settings = console.svc.settings
+        store = ("State: Redis at REDIS_URL." if settings.redis_url else
+                 "State: EMBEDDED IN-MEMORY STORE (REDIS_URL is not set): everything is lost when you quit.")
+        if not settings.redis_url:
+            print("firebreak: REDIS_URL is not set: state lives in memory and is lost when you quit.", file=sys.stderr)
+        _say(BANNER.format(store=store, log=LOG_PATH))
+        return await (_scripted(console, lines) if lines is not None else _interactive(console))
+
+
+@contextlib.asynccontextmanager
+async def open_console(user: str, out: Callable[[str], None], clock: Clock | None = None) -> AsyncIterator[Console]:
+    """The emulator, the real app (and its timers) wired together; ``clock`` for a replayed session."""
     people = Directory()
     token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
     console_box: list[Console] = []
@@ -74,21 +92,18 @@ async def run_console(user: str, script: str | None) -> int:
     await emulator.start()
     settings = load_settings(slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url,
                              slack_app_token=None)
-    rt = build_runtime(settings)
+    rt = build_runtime(settings, clock)
     runner, port = await start_local(rt.web, access_log=False)
     sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)
-    console = Console(rt.services, _say, people, user)
+    console = Console(rt.services, out, people, user)
     console_box.append(console)
     console.attach(emulator, sender)
 
     from bot.serve import BACKGROUND
 
     tasks = [asyncio.create_task(start(rt.services)) for start in BACKGROUND]
-    store = ("State: Redis at REDIS_URL." if settings.redis_url else
-             "State: EMBEDDED IN-MEMORY STORE (REDIS_URL is not set): everything is lost when you quit.")
-    _say(BANNER.format(store=store))
     try:
-        return await (_scripted(console, lines) if lines is not None else _interactive(console))
+        yield console
     finally:
         for t in tasks:
             t.cancel()

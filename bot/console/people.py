@@ -9,6 +9,9 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,20}$", re.IGNORECASE)
 _MENTION = re.compile(r"(?<![<\w@])@([A-Za-z0-9][A-Za-z0-9._-]{0,20})")
 
 
+_SPELLED = re.compile(r"<@([UW][A-Z0-9]{1,20})\|([^>]+)>")
+
+
 class Directory:
     def __init__(self) -> None:
         self._names: dict[str, str] = {}
@@ -23,6 +26,12 @@ class Directory:
         uid = "U" + re.sub(r"[^A-Z0-9]", "", who.upper())[:20]
         self._names.setdefault(uid, who.lower())
         return uid
+
+    def learn(self, text: str) -> None:
+        """Names Slack spells out in mentions (`<@UBOB|bob>`), so @UBOB shows as @bob from then on."""
+        for uid, name in _SPELLED.findall(text):
+            if _NAME.match(name):
+                self._names.setdefault(uid, name.lower())
 
     def name(self, uid: str) -> str:
         return self._names.get(uid, uid)

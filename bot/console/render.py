@@ -1,6 +1,7 @@
 """Slack messages as terminal text: mrkdwn mentions resolved, blocks flattened, buttons numbered."""
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,12 +26,19 @@ class Button:
 
 
 class Renderer:
-    def __init__(self, user_name: Callable[[str], str], channel_name: Callable[[str], str]) -> None:
+    def __init__(self, user_name: Callable[[str], str], channel_name: Callable[[str], str],
+                 learn: Callable[[str], None] = lambda _: None) -> None:
         self.user_name = user_name
         self.channel_name = channel_name
+        self.learn = learn
         self.buttons: dict[int, Button] = {}
+        # Numbers are never reused: an edited message gets new ones and its old ones stop working.
+        self._numbers = itertools.count(1)
+        self._of_message: dict[tuple[str | None, str | None], list[int]] = {}
+        self.replaced: set[int] = set()
 
     def text(self, s: str) -> str:
+        self.learn(s)
         s = _USER.sub(lambda m: "@" + self.user_name(m.group(1)), s)
         s = _CHAN.sub(lambda m: "#" + self.channel_name(m.group(1)), s)
         for code, glyph in _EMOJI.items():
@@ -39,6 +47,10 @@ class Renderer:
 
     def blocks(self, blocks: list[dict[str, Any]], channel: str | None, ts: str | None) -> list[str]:
         out: list[str] = []
+        if ts is not None:
+            for n in self._of_message.pop((channel, ts), []):
+                self.buttons.pop(n, None)
+                self.replaced.add(n)
         for b in blocks:
             kind = b.get("type")
             if kind == "header":
@@ -62,7 +74,9 @@ class Renderer:
     def _button(self, el: dict[str, Any], channel: str | None, ts: str | None) -> str:
         if el.get("type") != "button":
             return f"[{el.get('type')}]"
-        n = len(self.buttons) + 1
+        n = next(self._numbers)
+        if ts is not None:
+            self._of_message.setdefault((channel, ts), []).append(n)
         label = _plain(el.get("text"))
         self.buttons[n] = Button(n, str(el.get("action_id", "")), str(el.get("value", "")), label, channel, ts)
         return f"[{n}] {label}"

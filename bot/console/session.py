@@ -12,8 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from bot.audit import verify_entries
-from bot.console import signed
+from bot.console import audit_view, forms, signed
 from bot.console.emulator import Event, SlackEmulator
 from bot.console.people import Directory
 from bot.console.render import Renderer
@@ -25,6 +24,8 @@ Type what you would type in Slack, plus a few console commands:
   /incident <command> …   run a Firebreak command as the current user in the current channel
                           (mention people as @alice; `/incident help` lists the commands)
   press N                 press button [N] from a message above
+  say <text>              post a plain message in the current channel (as Slack would deliver it)
+  type <text> / submit    fill the open form (any plain line works too), then send it; `cancel` closes it
   as @alice | user U2     act as someone else
   channel [name|N]        show the channels, or switch to one (declare switches you automatically)
   audit                   print the audit log and check its hash chain
@@ -39,6 +40,8 @@ REPLY_GRACE_S = 2.0  # after the audit entry, how long a reply may still be in f
 class Pending:
     actor: str
     replies: list[str] = field(default_factory=list)
+    ephemeral: bool = False  # a form's answer comes as an ephemeral message, not a response_url reply
+    reply: bool = True  # False: the audit entry alone finishes the line (a flagged `say`)
     created: list[str] = field(default_factory=list)
 
 
@@ -51,7 +54,10 @@ class Console:
         self.emulator: SlackEmulator | None = None
         self.sender: signed.Sender | None = None
         self.channel = ""
-        self.render = Renderer(directory.name, self._channel_name)
+        self.render = Renderer(directory.name, self._channel_name, directory.learn)
+        self.modal: dict[str, Any] | None = None  # the open form, if any
+        self.draft = ""
+        self.form_errors = False
         self._keys = itertools.count(1)
         self._pending: dict[str, Pending] = {}
 
@@ -75,6 +81,15 @@ class Console:
         if ev.kind == "pin":
             self.out(f"{where}  📌 pinned: {self.render.text(ev.text)[:80]}")
             return
+        if ev.kind == "view" and ev.view is not None:
+            self.modal, self.draft = ev.view, ""
+            self._print_block("modal opened: " + ev.text + " ", ev)
+            self.out("      (type the text, then `submit`; `cancel` closes the form)")
+            return
+        if ev.kind == "ephemeral":
+            for p in self._pending.values():
+                if p.ephemeral and p.actor == ev.user:
+                    p.replies.append(ev.text)
         if ev.kind == "reply":
             pending = self._pending.get(ev.user or "")
             if pending is not None:
@@ -119,10 +134,15 @@ class Console:
             return self._switch(rest.strip())
         if word == "audit":
             return await self._audit()
+        if word in ("say", "type", "submit", "cancel"):
+            return await _forms(self, word, rest.strip())
         if word == "help":
             self.out(HELP)
             return True
-        return self._fail(f"Unknown console command `{word[:30]}`. Type `help`, or start with `/incident`.")
+        if self.modal is not None:
+            return forms.type_text(self, text)
+        return self._fail(f"Unknown console command `{word[:30]}`. Type `help`, `say <text>` for a message, "
+                          "or start with `/incident`.")
 
     def _fail(self, message: str) -> bool:
         self.out(message)
@@ -130,30 +150,42 @@ class Console:
 
     async def _slash(self, rest: str) -> bool:
         assert self.emulator and self.sender
+        self.people.learn(rest)
         key = f"k{next(self._keys)}"
         body = signed.command_body(self.people.mentions(rest), self.user, self.people.name(self.user), self.channel,
                                    self._channel_name(self.channel), self.emulator.response_url(key))
-        return await self._send(key, body)
+        return await self.send(body, key=key)
 
     async def _press(self, arg: str) -> bool:
         assert self.emulator and self.sender
         btn = self.render.buttons.get(int(arg)) if arg.isdigit() else None
+        if btn is None and arg.isdigit() and int(arg) in self.render.replaced:
+            return self._fail(f"Button [{arg}] was replaced when its message was edited: press a number from "
+                              "the latest version of that message.")
         if btn is None:
             return self._fail(f"No button [{arg}]. Buttons are numbered in the messages above: `press 1`.")
         self.out(f"  (pressing [{btn.number}] {btn.label} as @{self.people.name(self.user)})")
         key = f"k{next(self._keys)}"
         body = signed.action_body(btn.action_id, btn.value, self.user, self.people.name(self.user), btn.channel,
                                   btn.message_ts, self.emulator.response_url(key))
-        return await self._send(key, body)
+        return await self.send(body, key=key)
 
-    async def _send(self, key: str, body: bytes) -> bool:
+    async def send(self, body: bytes, content_type: str = "application/x-www-form-urlencoded", *,
+                   key: str | None = None, ephemeral: bool = False, reply: bool = True) -> bool:
+        """Post a signed request and wait until the app has answered it (its audit entry and reply)."""
         assert self.sender
+        key = key or f"k{next(self._keys)}"
         start = int(await self.svc.redis.llen(Keys.AUDIT_LOG))
-        pending = self._pending[key] = Pending(self.user)
+        pending = self._pending[key] = Pending(self.user, ephemeral=ephemeral, reply=reply)
+        self.form_errors = False
         try:
-            status, ack = await self.sender.post(body)
+            status, ack = await self.sender.post(body, content_type)
             if status != 200:
                 return self._fail(f"The app answered HTTP {status}.")
+            errors = _form_errors(ack)
+            if errors:
+                self.form_errors = True
+                return self._fail("  ↳ the form says: " + self.render.text(" ".join(errors)))
             ack_text = _ack_text(ack)
             if ack_text:
                 self.out("  ↳ " + self.render.text(ack_text).replace("\n", "\n    "))
@@ -177,7 +209,7 @@ class Console:
             if entry is None:
                 entry = await self._entry_by(pending.actor, start)
                 if entry is not None:
-                    if entry["action"] == "command.invalid" or pending.replies:
+                    if entry["action"] == "command.invalid" or pending.replies or not pending.reply:
                         return entry
                     done_at = loop.time() + REPLY_GRACE_S
                 elif pending.replies:
@@ -221,21 +253,24 @@ class Console:
         return True
 
     async def _audit(self) -> bool:
-        entries = [e async for e in self.svc.audit.entries()]
-        for e in entries:
-            detail = e.get("detail") or {}
-            brief = ", ".join(f"{k}={_short(v)}" for k, v in detail.items() if k not in ("source",))
-            actor = self.people.name(e.get("actor", "")) if e.get("actor") != "system" else "system"
-            self.out(f"  {e.get('seq')}  {e.get('ts')}  {e.get('incident') or '-'}  {actor}  "
-                     f"{e.get('action')}  {brief}")
-        bad = verify_entries(entries)
-        self.out(f"  audit chain OK ({len(entries)} entries)" if bad is None else f"  audit chain BROKEN at seq {bad}")
-        return bad is None
+        return await audit_view.show(self.svc, self.out, self.people)
 
 
-def _short(v: Any) -> str:
-    s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-    return s if len(s) <= 60 else s[:57] + "…"
+async def _forms(console: Console, word: str, rest: str) -> bool:
+    if word == "say":
+        return await forms.say(console, rest)
+    if word == "type":
+        return forms.type_text(console, rest)
+    return await forms.submit(console) if word == "submit" else forms.cancel(console)
+
+
+def _form_errors(raw: str) -> list[str]:
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        return []
+    errors = body.get("errors") if isinstance(body, dict) and body.get("response_action") == "errors" else None
+    return [str(v) for v in errors.values()] if isinstance(errors, dict) else []
 
 
 def _ack_text(raw: str) -> str:

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.registry import ROUTES, Route
 from bot.core.request import Request
+from bot.incidents import roles
 
 if TYPE_CHECKING:
     from bot.core.services import Services
@@ -20,7 +21,13 @@ def after_resolve(svc: "Services") -> str:
 
 def _who(allowed: list[str]) -> str:
     names = {"holder": "the role's holder", "receiver": "the person named", "ic": "the IC"}
-    return " or ".join(names.get(a, a) for a in allowed)
+    return " or ".join(names.get(a) or f"the {roles.title(a)}" for a in allowed)
+
+
+def _seats(allowed: list[str], inc: "Incident | None") -> str:
+    """Who to ask: the people in the allowed seats, by name."""
+    seats = [a for a in allowed if a in roles.ROLES]
+    return f" ({roles.seated(inc, seats)})" if inc is not None and seats else ""
 
 
 async def authorize(svc: "Services", req: Request, route: Route, inc: "Incident | None") -> str | None:
@@ -44,9 +51,8 @@ async def authorize(svc: "Services", req: Request, route: Route, inc: "Incident 
     if not ok and "receiver" in allowed:
         ok = True  # the receiver is in the handoff record; the handler checks it atomically with the accept
     if not ok:
-        return f"Only {_who(rule.allowed)} can run `{route.name}`" + (
-            f" in {inc.id}." if inc is not None else "."
-        )
+        where = f" in {inc.id}" if inc is not None else ""
+        return f"Only {_who(rule.allowed)} can run `{route.name}`{where}{_seats(rule.allowed, inc)}."
     if route.rule is not None:
         return await route.rule(svc, req, inc)
     return None

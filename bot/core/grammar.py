@@ -11,6 +11,8 @@ from typing import Any
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "＂": '"', "—": "--", "–": "--"})
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
+_PLACEHOLDER = re.compile(r"<[^<>]+>")
+_OPTIONAL = re.compile(r"\[[^\]]*\]")
 MENTION = re.compile(r"^<@([UW][A-Z0-9]{1,20})(?:\|[^>]*)?>$")
 
 
@@ -55,6 +57,18 @@ class Spec:
     rest_raw: bool = False
     flags: dict[str, str] = field(default_factory=dict)
     pairs: bool = False
+
+    def label(self, field_name: str) -> str:
+        """How the person types ``field_name``: `--users-burn`, or the usage's own `<REQ-n>`."""
+        flag = field_name.replace("_", "-")
+        if flag in self.flags:
+            return f"--{flag}"
+        # The usage's placeholders, in order, name the positionals and then the free text.
+        holders = _PLACEHOLDER.findall(_OPTIONAL.sub("", self.usage))
+        names = [*self.positional, *([self.rest] if self.rest else [])]
+        if field_name in names and names.index(field_name) < len(holders):
+            return holders[names.index(field_name)]
+        return f"<{field_name}>"
 
     def parse(self, text: str) -> dict[str, Any]:
         if self.rest_raw and not self.flags and not self.positional:
@@ -102,7 +116,7 @@ class Spec:
                 raise UsageError(f"Unexpected `{w[:40]}`.", self.usage)
             i += 1
         if pos:
-            raise UsageError(f"Missing <{pos[0]}>.", self.usage)
+            raise UsageError(f"Missing {self.label(pos[0])}.", self.usage)
         if self.rest and free:
             out[self.rest] = " ".join(free)
         if self.pairs:

@@ -5,6 +5,7 @@ the console, the webhook and the scheduler all look commands up here.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable, Optional
 
@@ -56,11 +57,29 @@ def route(
     return deco
 
 
-def _validation_message(exc: ValidationError) -> str:
+_EXAMPLE = {"float_parsing": "a number, e.g. 14.4", "int_parsing": "a whole number, e.g. 512"}
+
+
+def _validation_message(exc: ValidationError, spec: Spec) -> str:
+    """One plain line, naming the field the way it is typed (`--users-burn`, `<title>`)."""
     err = first_error(exc)
-    if err.type == "missing":
-        return f"Missing <{err.field}>."
-    return f"{err.field}: {err.message}" if err.field else err.message
+    name = str(err.loc[0]) if err.loc else ""
+    label = spec.label(name) if name else ""
+    raw = exc.errors()[0]
+    given, ctx = raw.get("input"), raw.get("ctx") or {}
+    if err.type == "missing" or (err.type == "string_too_short" and not str(given or "").strip()):
+        return f"Missing {label}."
+    if err.type in _EXAMPLE:
+        return f"`{label} {str(given)[:30]}`: needs {_EXAMPLE[err.type]}."
+    if err.type == "string_too_short":
+        return f"{label.strip('<>').capitalize()} is too short: at least {ctx.get('min_length')} characters."
+    if err.type == "string_too_long":
+        return (f"{label.strip('<>').capitalize()} is {len(str(given))} characters; keep it under "
+                f"{ctx.get('max_length')} (put details in the channel).")
+    if err.type == "value_error" or not label:
+        text = err.message  # our validators name the value themselves
+        return text if text.endswith(".") else text + "."
+    return f"{label} {err.message.removeprefix('Input ')}."
 
 
 def parse(text: str) -> Command:
@@ -72,12 +91,17 @@ def parse(text: str) -> Command:
         name = "help"
     r = ROUTES.get(name)
     if r is None or r.spec is None:
-        raise UsageError(f"Unknown command `{head[:30]}`. Try `/incident help`.")
+        raise UsageError(f"Unknown command `{head[:30]}`. {_suggest(name)}")
     data = r.spec.parse(rest)
     try:
         return r.model.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(_validation_message(exc), r.spec.usage) from None
+        raise UsageError(_validation_message(exc, r.spec), r.spec.usage) from None
+
+
+def _suggest(name: str) -> str:
+    close = difflib.get_close_matches(name, [r.name for r in typed_commands()], n=1, cutoff=0.6)
+    return f"Did you mean `{close[0]}`? (`/incident help` lists them)" if close else "Try `/incident help`."
 
 
 def typed_commands() -> list[Route]:

@@ -138,16 +138,15 @@ async def assess(svc: "Services", req: Request, inc: Incident | None) -> Outcome
         severity.Impact(users_burn=cmd.users_burn, gpus=cmd.gpus, quality=cmd.quality, security=cmd.security),
         svc.policy.severity,
     )
-    why = "; ".join(f"{axis}: {text}" for axis, text in a.reasons.items())
+    why = severity.explain(a)
     audit = {"assessed_sev": a.sev, "deciding_axis": a.deciding_axis, "axes": a.reasons}
     if severity.is_raise(inc.sev, a.sev):
-        out = await raise_to(svc, inc, a.sev, f"assessed ({a.deciding_axis} axis): {why}", req.actor)
-        out.message = f"Matrix says SEV{a.sev}, decided by the {a.deciding_axis} axis ({why}). " + out.message
+        out = await raise_to(svc, inc, a.sev, f"assessed {why}", req.actor)
+        out.message = f"Matrix says {why}. " + out.message
         out.audit.update(audit)
         return out
     return Outcome(
-        message=f"Matrix says SEV{a.sev} ({a.deciding_axis} axis: {why}); {inc.id} stays SEV{inc.sev} "
-        "because SEV only goes up while open.",
+        message=f"Matrix says {why}. {inc.id} stays SEV{inc.sev}: SEV only goes up while open.",
         audit=audit,
     )
 
@@ -165,6 +164,10 @@ async def status(svc: "Services", req: Request, inc: Incident | None) -> Outcome
         f"Roles: {_roles_line(inc)}",
         f"Cells: {', '.join(inc.cells) or 'none'} · next update due: {due}",
     ]
+    waiting = [h for h in await svc.incidents.handoffs(inc.id) if h.status == "pending"]
+    if waiting:
+        parts.append("Pending handoffs: " + ", ".join(
+            f"{h.id} {ROLE_TITLES[h.role]} → <@{h.to_user}> (since {hhmm(h.requested_at)} UTC)" for h in waiting))
     for line in STATUS_LINES:
         extra = await line(svc, inc)
         if extra:

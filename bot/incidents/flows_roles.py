@@ -25,8 +25,9 @@ async def role(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     if cmd.role == "ic":
         raise Refusal("The IC changes by explicit handoff: `/incident handoff ic @user`.")
     changed = await svc.incidents.set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
+    seat = ROLE_TITLES[cmd.role]
     if not changed:
-        return Outcome(message=f"<@{cmd.user}> already holds {cmd.role}.")
+        return Outcome(message=f"<@{cmd.user}> is already {seat} in {inc.id}.")
     # Not being able to invite does not undo the role: the reply says so, the announce says who holds it.
     invite_error = await _invite(svc, inc, cmd.user)
     prev = inc.holder(cmd.role)
@@ -35,7 +36,8 @@ async def role(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     audit = {"role": cmd.role, "user": cmd.user, "previous": prev}
     if invite_error:
         audit["invite_failed"] = invite_error
-    return Outcome(message=joined(f"<@{cmd.user}> is now {cmd.role} in {inc.id}.",
+    replacing = f" (replacing <@{prev}>)" if prev and prev != cmd.user else ""
+    return Outcome(message=joined(f"<@{cmd.user}> is now {seat} in {inc.id}{replacing}.",
                                   _invite_warning(cmd.user, invite_error), warn, warn2), audit=audit)
 
 
@@ -77,7 +79,11 @@ async def handoff(svc: "Services", req: Request, inc: Incident | None) -> Outcom
     cmd: Handoff = req.command  # type: ignore[assignment]
     assert inc is not None
     if inc.holder(cmd.role) == cmd.user:
-        raise Refusal(f"<@{cmd.user}> already holds {cmd.role}.")
+        raise Refusal(f"<@{cmd.user}> is already {ROLE_TITLES[cmd.role]} in {inc.id}.")
+    dup = await svc.incidents.pending_handoff(inc.id, cmd.role, cmd.user)
+    if dup is not None:
+        raise Refusal(f"{dup.id} is already waiting for <@{cmd.user}> to accept {ROLE_TITLES[cmd.role]}; "
+                      "they press Accept on it.", handoff=dup.id)
     if not inc.channel_id:
         raise Refusal(f"{inc.id} has no channel to post the handoff in.")
     now = svc.clock.now()
@@ -104,11 +110,11 @@ async def handoff(svc: "Services", req: Request, inc: Incident | None) -> Outcom
         if done is not None:
             done_warn = await _show_accepted(svc, inc, done, done.accepted_at or now)
             return Outcome(message=joined(f"Handoff {h.id} posted and already accepted: <@{cmd.user}> is now "
-                                          f"{cmd.role}.", invited, done_warn),
+                                          f"{ROLE_TITLES[cmd.role]}.", invited, done_warn),
                            audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user,
                                   "threads": cmd.threads, "handoff_status": status})
     return Outcome(
-        message=joined(f"Handoff {h.id} posted: {cmd.role} to <@{cmd.user}>. "
+        message=joined(f"Handoff {h.id} posted: {ROLE_TITLES[cmd.role]} to <@{cmd.user}>. "
                        "It takes effect when they press Accept.", invited),
         audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user, "threads": cmd.threads},
     )
@@ -143,5 +149,5 @@ async def accept(svc: "Services", req: Request, inc: Incident | None) -> Outcome
     warn = await announce(svc, inc.id, f":handshake: <@{h.to_user}> accepted {ROLE_TITLES[h.role]} from "
                           + (f"<@{h.from_user}>." if h.from_user else "nobody (the seat was empty)."))
     warn2 = await refresh_card(svc, inc.id)
-    return Outcome(message=joined(f"You are now {h.role} in {inc.id}.", shown, warn, warn2),
+    return Outcome(message=joined(f"You are now {ROLE_TITLES[h.role]} in {inc.id}.", shown, warn, warn2),
                    audit={"handoff": h.id, "role": h.role, "from": h.from_user, "to": h.to_user})

@@ -146,6 +146,16 @@ class IncidentRepo:
         await self.r.hset(Keys.handoff(h.incident, h.id), "doc", h.model_dump_json())
         return h
 
+    async def handoffs(self, inc_id: str) -> list[HandoffRecord]:
+        n = int(await self.r.get(Keys.handoff_seq(inc_id)) or 0)
+        raws = [await self.r.hget(Keys.handoff(inc_id, f"HO-{i}"), "doc") for i in range(1, n + 1)]
+        return [HandoffRecord.model_validate_json(r) for r in raws if r]
+
+    async def pending_handoff(self, inc_id: str, role: str, to_user: str) -> HandoffRecord | None:
+        """A handoff of ``role`` to ``to_user`` still waiting for Accept (a repeat would only confuse)."""
+        return next((h for h in await self.handoffs(inc_id)
+                     if h.status == "pending" and h.role == role and h.to_user == to_user), None)
+
     async def set_handoff_message(self, inc_id: str, hid: str, ts: str) -> str:
         """Record the posted message's ts; returns the handoff's status now (an Accept may have
         landed while the message was being posted)."""

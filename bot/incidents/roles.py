@@ -1,6 +1,11 @@
 """Incident roles: Google IMAG plus the ML seats."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.incidents.models import Incident
+
 ROLES: tuple[str, ...] = ("ic", "ops", "comms", "scribe", "model", "capacity", "security")
 
 ROLE_TITLES: dict[str, str] = {
@@ -12,3 +17,20 @@ ROLE_TITLES: dict[str, str] = {
     "capacity": "Capacity lead",
     "security": "Security lead",
 }
+
+
+def title(role: str) -> str:
+    """What people call a seat: `ic` → "IC" in refusals is clearer than the long title."""
+    return "IC" if role == "ic" else ROLE_TITLES.get(role, role)
+
+
+def seated(inc: "Incident", roles: list[str]) -> str:
+    """Who sits in ``roles`` now, for a refusal: "IC: <@U1>; Comms lead: nobody"."""
+    return "; ".join(f"{title(r)}: " + (f"<@{inc.holder(r)}>" if inc.holder(r) else "nobody") for r in roles)
+
+
+def self_seat_hint(inc: "Incident", actor: str, role: str) -> str | None:
+    """For the IC refused for lack of a seat they can give themselves (not ic: that is a handoff)."""
+    if role == "ic" or inc.holder("ic") != actor:
+        return None
+    return f"You're the IC: give yourself the role with `/incident role {role} <@{actor}>`."

@@ -1,7 +1,7 @@
 """The four-axis SEV matrix: pure functions over the severity policy."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.policy.models import SeverityPolicy
 
@@ -19,6 +19,7 @@ class Assessment:
     sev: int
     deciding_axis: str
     reasons: dict[str, str]  # axis -> why it scored what it did
+    sevs: dict[str, int] = field(default_factory=dict)  # axis -> the SEV it scored
 
 
 def assess(impact: Impact, policy: SeverityPolicy) -> Assessment:
@@ -38,16 +39,26 @@ def assess(impact: Impact, policy: SeverityPolicy) -> Assessment:
                 )
                 break
     if impact.quality:
-        scores["quality"] = (policy.quality, "model quality: fast and wrong")
+        scores["quality"] = (policy.quality, "model fast and wrong")
     if impact.security:
-        scores["security"] = (policy.security, "security: SEV1 regardless of latency")
+        scores["security"] = (policy.security, "SEV1 regardless of latency")
     if not scores:
         return Assessment(policy.floor, "none", {"none": "no axis above its threshold"})
     # Worst SEV wins; on a tie, the axis order above (users, gpu, quality, security) is
     # not meaningful, so prefer security > quality > users > gpu as the headline.
     order = {"security": 0, "quality": 1, "users": 2, "gpu": 3}
     axis = min(scores, key=lambda a: (scores[a][0], order[a]))
-    return Assessment(scores[axis][0], axis, {a: why for a, (_, why) in scores.items()})
+    return Assessment(scores[axis][0], axis, {a: why for a, (_, why) in scores.items()},
+                      {a: sev for a, (sev, _) in scores.items()})
+
+
+def explain(a: Assessment) -> str:
+    """"SEV1, decided by security (SEV1 regardless of latency); also: quality → SEV1"."""
+    if a.deciding_axis == "none":
+        return f"SEV{a.sev}: no axis above its threshold"
+    head = f"SEV{a.sev}, decided by {a.deciding_axis} ({a.reasons[a.deciding_axis]})"
+    others = [f"{axis} → SEV{sev}" for axis, sev in a.sevs.items() if axis != a.deciding_axis]
+    return head + (f"; also: {', '.join(others)}" if others else "")
 
 
 def is_raise(current: int, proposed: int) -> bool:

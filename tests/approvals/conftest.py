@@ -43,7 +43,7 @@ class World:
         a = app or self.app
         key = await a.command(text, user=user, channel=self.channel)
         ack = a.last_ack or ""
-        if ack.strip() and "REQ id follows" not in ack:
+        if ack.strip() and "planning" not in ack.lower():
             try:
                 return await a.reply(key, timeout=0.3)
             except TimeoutError:

@@ -13,7 +13,7 @@ HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 
 async def grant(world, scope="kueue-hold", minutes=30, user="UX") -> str:
     out = await world.run(f"breakglass {scope} {minutes} ops lead unreachable", user=user)
-    assert out.startswith("BG-") and "not you" in out, out
+    assert out.startswith("BG-") and "It needs the IC (<@U_IC>)" in out, out
     return out.split(" ", 1)[0]
 
 

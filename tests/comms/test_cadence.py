@@ -45,7 +45,7 @@ async def test_sev2_first_reminder_at_15_min_then_escalation_to_ic(app, clock):
 
 async def test_reminder_goes_to_comms_and_escalation_to_ic(app, clock):
     inc = await declare(app, sev=1)
-    assert "now comms" in await app.run("role comms <@UCOMMS>", channel=inc.channel_id)
+    assert "now Comms lead" in await app.run("role comms <@UCOMMS>", channel=inc.channel_id)
     clock.set(T0 + 900)
     await tick(app)
     [r] = reminders(app, inc.channel_id)

@@ -58,7 +58,7 @@ def test_buttons_are_numbered_and_pressed_as_the_current_user(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "IC handing to @carol" in out.stdout and "[1] Accept" in out.stdout
     assert "(pressing [1] Accept as @carol)" in out.stdout
-    assert "only @carol sees: You are now ic in INC-1." in out.stdout
+    assert "only @carol sees: You are now Incident Commander in INC-1." in out.stdout
     assert "Roles: ic @carol" in out.stdout
 
 

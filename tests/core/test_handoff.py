@@ -33,7 +33,7 @@ async def test_accept_twice_runs_once(app):
     ch = await declare(app)
     post = await _handoff(app, ch)
     k1 = await app.press("handoff.accept", "INC-1/HO-1", user=CAROL, channel=ch, message_ts=post["ts"])
-    assert await app.reply(k1) == "You are now ic in INC-1."
+    assert await app.reply(k1) == "You are now Incident Commander in INC-1."
     k2 = await app.press("handoff.accept", "INC-1/HO-1", user=CAROL, channel=ch, message_ts=post["ts"])
     assert await app.reply(k2) == "Handoff HO-1 was already accepted."
     accepted = [e for e in await audit_entries(app) if e["action"] == "command.accept"]
@@ -44,9 +44,9 @@ async def test_holder_may_hand_off_their_own_role_but_others_may_not(app):
     ch = await declare(app)
     await app.run(f"role ops <@{OPS}>", user=IC, channel=ch)
     assert await app.run(f"handoff ops <@{BOB}>", user=CAROL, channel=ch) == (
-        "Only the role's holder or the IC can run `handoff` in INC-1.")
+        f"Only the role's holder or the IC can run `handoff` in INC-1 (IC: <@{IC}>).")
     out = await app.run(f"handoff ops <@{BOB}>", user=OPS, channel=ch)
-    assert out.startswith("Handoff HO-1 posted: ops to <@UBOB>")
+    assert out.startswith("Handoff HO-1 posted: Ops lead to <@UBOB>")
 
 
 async def test_forged_button_value_is_refused_without_touching_state(app):
@@ -85,7 +85,7 @@ async def test_a_stale_handoff_cannot_take_the_role_from_its_new_holder(app):
     await _handoff(app, ch, to=BOB)  # HO-1: IC -> Bob
     post2 = await _handoff(app, ch, to=CAROL)  # HO-2: IC -> Carol
     assert await app.reply(await app.press("handoff.accept", "INC-1/HO-2", user=CAROL, channel=ch,
-                                           message_ts=post2["ts"])) == "You are now ic in INC-1."
+                                           message_ts=post2["ts"])) == "You are now Incident Commander in INC-1."
     key = await app.press("handoff.accept", "INC-1/HO-1", user=BOB, channel=ch)
     out = await app.reply(key)
     assert out.startswith("Handoff HO-1 is out of date") and f"<@{CAROL}> holds it now" in out, out

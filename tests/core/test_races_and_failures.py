@@ -37,7 +37,7 @@ async def test_an_accept_landing_while_the_handoff_is_posted_stays_accepted(app)
     ch = await declare(app)
     seen = _accept_while_posting(app, ch, CAROL)
     out = await app.run(f"handoff ic <@{CAROL}>", user=IC, channel=ch)
-    assert seen["reply"] == "You are now ic in INC-1."
+    assert seen["reply"] == "You are now Incident Commander in INC-1."
     assert out.startswith("Handoff HO-1 posted and already accepted"), out
     h = await app.services.incidents.get_handoff("INC-1", "HO-1")
     assert (h.status, h.message_ts) == ("accepted", seen["ts"])
@@ -103,7 +103,7 @@ async def test_a_role_whose_invite_failed_says_so_in_the_reply(app):
     ch = await declare(app)
     app.slack.fail_next("conversations.invite", "user_disabled")
     out = await app.run(f"role ops <@{OPS}>", user=IC, channel=ch)
-    assert out.startswith(f"<@{OPS}> is now ops in INC-1.")
+    assert out.startswith(f"<@{OPS}> is now Ops lead in INC-1.")
     assert f"could not invite <@{OPS}> to the channel: user_disabled" in out
     assert (await app.services.incidents.get("INC-1")).holder("ops") == OPS
     e = (await audit_entries(app, "INC-1"))[-1]
@@ -117,7 +117,7 @@ async def test_an_accept_whose_message_edit_failed_says_so_in_the_reply(app):
     app.slack.fail_next("chat.update", "message_not_found")
     out = await app.reply(await app.press("handoff.accept", "INC-1/HO-1", user=CAROL, channel=ch,
                                           message_ts=post["ts"]))
-    assert out.startswith("You are now ic in INC-1.")
+    assert out.startswith("You are now Incident Commander in INC-1.")
     assert "the handoff message could not be marked accepted: message_not_found" in out
 
 

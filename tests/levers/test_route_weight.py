@@ -141,7 +141,7 @@ async def test_no_data_for_a_receiver_refuses(rapp, cells):
     inc = await incident(rapp, {"ops": OPS})
     out = await say(rapp, "lever route-weight edge/chat-eu --cell us-east-3 backend=cell-us-east-3", OPS,
                     inc.channel_id)
-    assert out == ("REQ-1 route-weight edge/chat-eu (us-east-3) refused: Prometheus has no TTFT data for "
+    assert out == ("REQ-1 route-weight edge/chat-eu (us-east-3) not pulled, nothing changed: Prometheus has no TTFT data for "
                    "receiving cell eu-west-9; can't confirm headroom, so nothing changed."), out
     assert not patches(cells.east3)
 
@@ -152,6 +152,6 @@ async def test_prometheus_url_unset_refuses(lapp, cells):
     inc = await incident(lapp, {"ops": OPS})
     out = await say(lapp, "lever route-weight edge/chat-local --cell us-east-3 backend=cell-us-east-3", OPS,
                     inc.channel_id)
-    assert out == ("REQ-1 route-weight edge/chat-local (us-east-3) refused: Headroom check needs Prometheus and "
+    assert out == ("REQ-1 route-weight edge/chat-local (us-east-3) not pulled, nothing changed: Headroom check needs Prometheus and "
                    "PROMETHEUS_URL is not set; route-weight refuses without it."), out
     assert not patches(cells.east3)
