@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+from bot.incidents.roles import seated, self_seat_hint, title
 from levers import hooks
 from levers.base import LEVERS
 from levers.commands import PullLever, Undo
@@ -59,10 +60,16 @@ async def access(svc: "Services", inc: "Incident | None", user: str, lever: str,
 
 def _denial(svc: "Services", inc: "Incident | None", user: str, lever: str, verb: str) -> str:
     roles = svc.policy.levers.levers[lever].roles
-    held = ", ".join(inc.holders(user)) if inc is not None else ""
+    held = ", ".join(title(r) for r in inc.holders(user)) if inc is not None else ""
     where = f" in {inc.id}" if inc is not None else ""
-    return (f"Only {' or '.join(roles)} can {verb} `{lever}`{where} (your roles: {held or 'none'}). "
-            f"Ask the IC for the role, or request break-glass: `/incident breakglass {lever} <minutes> <reason>`.")
+    who = " or ".join(f"the {title(r)}" for r in roles)
+    # The IC may seat themselves (DESIGN §4); anyone else asks the IC or requests break-glass.
+    hint = self_seat_hint(inc, user, roles[0]) if inc is not None else None
+    nxt = hint or (f"Ask the IC ({seated(inc, ['ic']).split(': ', 1)[1]}) for the role, or request break-glass: "
+                   if inc is not None else "Ask the IC for the role, or request break-glass: ")
+    if not hint:
+        nxt += f"`/incident breakglass {lever} <minutes> <reason>`."
+    return f"Only {who} can {verb} `{lever}`{where} (your roles: {held or 'none'}). {nxt}"
 
 
 async def still_allowed(svc: "Services", rec: "LeverRequest") -> str | None:

@@ -25,7 +25,7 @@ def card(world, bid: str) -> dict:
 async def test_grant_use_and_security_posts(world):
     await world.declare(ops="UOPS")
     refused = await world.run(HOLD, user="UX")
-    assert "Only ops can pull `kueue-hold`" in refused and "breakglass" in refused
+    assert "Only the Ops lead can pull `kueue-hold`" in refused and "breakglass" in refused
     assert world.patches() == []
 
     bid = await grant(world)
@@ -58,7 +58,7 @@ async def test_grant_use_and_security_posts(world):
     # Outside the scope: another lever is still refused.
     before = len(world.cell.requests)
     out = await world.run("lever jobset-suspend train-llm/pretrain-405b --cell us-east-3", user="UX")
-    assert "Only ops can pull `jobset-suspend`" in out
+    assert "Only the Ops lead can pull `jobset-suspend`" in out
     assert [r for r in world.cell.requests[before:] if r.method != "GET"] == []
 
 
@@ -70,7 +70,7 @@ async def test_expiry_is_checked_at_use_even_before_the_reaper_runs(world):
     assert "REQ-" in await world.run(HOLD + " --dry-run", user="UX")
     world.svc.clock.set(T0 + 600 + 1)  # one second after; the reaper has not run yet
     out = await world.run(HOLD, user="UX")
-    assert "Only ops can pull `kueue-hold`" in out
+    assert "Only the Ops lead can pull `kueue-hold`" in out
     assert world.patches() == []
     assert (await Ballots(world.svc.redis).get("INC-1", bid)).state == "approved"
     await world.tick()
@@ -111,7 +111,7 @@ async def test_revocation(world):
     assert f"{bid} revoked" in out
     assert "Revoked by <@USEC>" in text_of(card(world, bid))
     assert any(f"{bid} in INC-1 revoked" in t for t in world.security_posts())
-    assert "Only ops can pull `kueue-hold`" in await world.run(HOLD, user="UX")
+    assert "Only the Ops lead can pull `kueue-hold`" in await world.run(HOLD, user="UX")
     assert world.patches() == []
     assert "already revoked" in await world.run(f"breakglass revoke {bid}", user="U_IC")
     world.svc.clock.advance(3600)
@@ -161,7 +161,7 @@ async def test_unapproved_grant_expires_and_deny(world):
     assert (await Ballots(world.svc.redis).get("INC-1", bid)).state == "expired"
     assert "Expired at 03:20 UTC" in text_of(card(world, bid))
     assert "already expired" in await world.press("breakglass.approve", bid, user="U_IC")
-    assert "Only ops can pull `kueue-hold`" in await world.run(HOLD, user="UX")
+    assert "Only the Ops lead can pull `kueue-hold`" in await world.run(HOLD, user="UX")
     assert world.patches() == []
 
 
@@ -194,7 +194,7 @@ async def test_the_requester_may_withdraw_a_pending_request(world):
     assert f"{bid} revoked" in await world.run(f"breakglass revoke {bid}", user="UX")
     assert "withdrawn by <@UX>" in await world.press("breakglass.approve", bid, user="U_IC")
     assert buttons(card(world, bid)) == []
-    assert "Only ops can pull `kueue-hold`" in await world.run(HOLD, user="UX")
+    assert "Only the Ops lead can pull `kueue-hold`" in await world.run(HOLD, user="UX")
 
 
 async def test_a_failed_pull_under_a_grant_is_posted_to_security_too(world):

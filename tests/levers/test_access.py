@@ -21,7 +21,11 @@ async def test_without_the_role_nothing_reaches_the_api(lapp, cells):
         (NOBODY, "lever jobset-suspend train-llm/pretrain-405b --dry-run"),
     ]:
         out = await say(lapp, text, user, inc.channel_id)
-        assert out.startswith("Not pulled, nothing changed: Only ") and "can pull" in out and "breakglass" in out, out
+        assert out.startswith("Not pulled, nothing changed: Only the ") and "can pull" in out, out
+        # The IC may seat themselves (DESIGN §4); everyone else is pointed at the IC or break-glass.
+        nxt = "You're the IC: give yourself the role with `/incident role ops <@U_IC>`" if user == "U_IC" \
+            else "Ask the IC (<@U_IC>) for the role, or request break-glass"
+        assert nxt in out, out
     assert cells.east3.requests == [] and cells.east1.requests == [] and cells.fleet.requests == []
     denied = [e for e in await audit_entries(lapp, inc.id) if e["action"] == "command.lever"]
     assert len(denied) == 4 and all(e["detail"]["result"] == "refused" for e in denied)
@@ -34,7 +38,7 @@ async def test_undo_needs_the_lever_role(lapp, cells):
     assert "applied and verified" in out, out
     writes = len(patches(cells.east3))
     out = await say(lapp, "undo REQ-1", SEC, inc.channel_id)
-    assert out.startswith("Not undone, nothing changed: Only ops can undo `jobset-suspend`"), out
+    assert out.startswith("Not undone, nothing changed: Only the Ops lead can undo `jobset-suspend`"), out
     assert len(patches(cells.east3)) == writes
     assert (await get_request(lapp.services.redis, "REQ-1")).state == "done"
 
@@ -60,7 +64,7 @@ async def test_grant_provider_lets_a_user_pull_and_is_told(lapp, cells, monkeypa
     assert used == [("REQ-1", "BG-1")]
     assert (await get_request(lapp.services.redis, "REQ-1")).grant_id == "BG-1"
     out = await say(lapp, "lever kueue-hold research-h100 --cell us-east-1", NOBODY, inc.channel_id)
-    assert out.startswith("Not pulled, nothing changed: Only ops"), out  # the grant covers us-east-3 only
+    assert out.startswith("Not pulled, nothing changed: Only the Ops lead"), out  # the grant covers us-east-3 only
     assert cells.east1.requests == []
 
 
