@@ -6,6 +6,8 @@ import asyncio
 import json
 import sys
 
+from redis.exceptions import RedisError
+
 from bot import logs
 from bot.config import ConfigError, load_settings
 from bot.policy import PolicyError
@@ -36,6 +38,11 @@ async def _audit(args: argparse.Namespace) -> int:
     from bot.store import connect
 
     settings = load_settings()
+    if not settings.redis_url:
+        # An embedded store here would be new and empty: "OK (0 entries)" would be a lie.
+        print("firebreak: REDIS_URL is not set: there is no audit log to read "
+              "(set it to the Redis the server uses)", file=sys.stderr)
+        return 2
     r = connect(settings.redis_url)
     log = AuditLog(r, SystemClock())
     try:
@@ -50,6 +57,9 @@ async def _audit(args: argparse.Namespace) -> int:
             return 0
         print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)
         return 1
+    except RedisError as exc:
+        print(f"firebreak: can't read the audit log from REDIS_URL ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
     finally:
         await r.aclose()
 

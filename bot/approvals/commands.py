@@ -73,5 +73,5 @@ class Breakglass(Command):
     @classmethod
     def _positive(cls, v: int | None) -> int | None:
         if v is not None and v < 1:
-            raise ValueError("a grant lasts at least 1 minute")
+            raise ValueError("A grant lasts at least 1 minute")
         return v

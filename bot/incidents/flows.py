@@ -203,13 +203,19 @@ async def resolved(svc: "Services", req: Request, inc: Incident | None) -> Outco
 
 @route(Help, spec=Spec("/incident help [command]", positional=(), rest="topic"), summary="this list",
        needs_incident=False)
-async def help_(svc: "Services", req: Request, _inc: Incident | None) -> Outcome:
+async def help_(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     cmd: Help = req.command  # type: ignore[assignment]
     routes = typed_commands()
+    if inc is not None and not inc.is_open:
+        # Only what a resolved incident's channel still answers (commands.yaml when_resolved).
+        rules = svc.policy.commands.commands
+        routes = [r for r in routes if r.name in rules and rules[r.name].when_resolved]
     if cmd.topic:
         hit = [r for r in routes if r.name == cmd.topic.strip().lower()]
         if hit and hit[0].spec:
             return Outcome(message=f"`{hit[0].spec.usage}`: {hit[0].summary}")
     roles = ", ".join(f"`{r}` ({t})" for r, t in ROLE_TITLES.items())
     body = "\n".join(f"`{r.spec.usage}`: {r.summary}" for r in routes if r.spec)
-    return Outcome(message=f"*Firebreak commands*\n{body}\nRoles: {roles}")
+    head = f"*{inc.id} is resolved; these still work here*" if inc is not None and not inc.is_open \
+        else "*Firebreak commands*"
+    return Outcome(message=f"{head}\n{body}\nRoles: {roles}")

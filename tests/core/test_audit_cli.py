@@ -87,3 +87,14 @@ async def test_entries_written_while_serving_a_request_carry_its_id(app):
     await app.services.audit.append("system.note", actor="system", detail={})
     last_two = [e async for e in app.services.audit.entries()][-2:]
     assert [e["request_id"] for e in last_two] == ["req-abc123", None]
+
+
+def test_audit_cli_without_redis_says_so_instead_of_reading_an_empty_store():
+    out = run_cli("audit", "verify")
+    assert out.returncode == 2 and "REDIS_URL is not set" in out.stderr and "OK" not in out.stdout
+
+
+def test_audit_cli_with_redis_down_is_one_line():
+    out = run_cli("audit", "export", env={"REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("firebreak: can't read the audit log from REDIS_URL")

@@ -210,3 +210,12 @@ async def test_help_about_an_unknown_command_is_a_usage_error_listing_the_comman
     assert "Usage: `/incident help [command]`" in out
     [e] = await audit_entries(app)
     assert e["action"] == "command.invalid" and e["detail"]["text"] == "help bogus"
+
+
+async def test_help_in_a_resolved_channel_lists_only_what_still_works(app):
+    ch = await declare(app)
+    assert "resolved" in await app.run("resolved", user=IC, channel=ch)
+    out = await app.run("help", user=IC, channel=ch)
+    assert out.startswith("*INC-1 is resolved; these still work here*"), out
+    assert "/incident status" in out and "/incident help" in out
+    assert "/incident sev" not in out and "/incident lever " not in out
