@@ -23,13 +23,12 @@ from .objects import Objects, WriteOpts, parse_body
 from .resources import Registry, ResourceType
 from .storage import Store
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def default_crd_dir() -> Path:
-    """$FIREBREAK_CRD_DIR, else <repo>/../shared/crds (the CI checkout layout)."""
+    """$FIREBREAK_CRD_DIR, else the upstream CRDs vendored beside this file (crds/README.md)."""
     env = os.environ.get("FIREBREAK_CRD_DIR")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "crds"
+    return Path(env) if env else Path(__file__).resolve().parent / "crds"
 
 
 @dataclass
