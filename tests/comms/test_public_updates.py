@@ -7,18 +7,8 @@ from bot.comms.public import offending
 from bot.policy import load_policy
 from tests.comms.helpers import declare
 from tests.conftest import T0, audit_entries
-from tests.harness import start_app
 
 POLICY = load_policy().comms.public
-
-
-@pytest.fixture
-async def app_with_stakeholders(slack, redis_url, clock):
-    channel = slack.add_channel("stakeholders")
-    running = await start_app(slack, redis_url, clock, firebreak_stakeholder_channel=channel)
-    running.stakeholders = channel
-    yield running
-    await running.stop()
 
 
 async def test_product_region_update_goes_to_incident_and_stakeholder_channels(app_with_stakeholders, clock):

@@ -7,19 +7,9 @@ import pytest
 
 from tests.comms.helpers import declare
 from tests.conftest import audit_entries
-from tests.harness import start_app
 
 HF = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"  # a policy pattern (policies/comms.yaml)
 SLACK = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"  # a built-in pattern
-
-
-@pytest.fixture
-async def app_with_stakeholders(slack, redis_url, clock):
-    channel = slack.add_channel("stakeholders")
-    running = await start_app(slack, redis_url, clock, firebreak_stakeholder_channel=channel)
-    running.stakeholders = channel
-    yield running
-    await running.stop()
 
 
 @pytest.mark.parametrize("secret, kind", [(HF, "Hugging Face token"), (SLACK, "Slack token")])
