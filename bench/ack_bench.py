@@ -4,13 +4,14 @@
 
 Both apps run in this process on aiohttp (AppRunner + TCPSite on 127.0.0.1),
 talk to the same FakeSlack for Web API calls (in its own process, as Slack is
-another machine), and Firebreak uses a private redis-server. The load comes from a separate process (so the sender does not
-steal the server's event loop): 20 concurrent senders POST Slack-signed
+another machine), and Firebreak uses a private redis-server. The load comes from a
+separate process (so the sender does not steal the server's event loop): 20 concurrent senders POST Slack-signed
 slash commands over keep-alive connections and time each HTTP round trip,
 which is the ack Slack waits for. Cases are interleaved in rounds so drift
 hits all of them alike; Firebreak's after-ack work (Redis, Slack calls)
 runs during its own rounds and is drained before the next round starts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,24 +26,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aiohttp  # noqa: E402
-from aiohttp import web  # noqa: E402
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request  # noqa: E402
-from slack_bolt.async_app import AsyncApp  # noqa: E402
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
 
-from bot import logs  # noqa: E402
-from bot.store import Keys  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.runtime import build_runtime  # noqa: E402
-from bot.server import start_local  # noqa: E402
-from tests.fakes.slack import FakeSlack, SlackSender, sign, slash_command_body  # noqa: E402
-from tests.harness import SECRET, TOKEN, RunningApp  # noqa: E402
-from tests.support.redis_server import RedisServer  # noqa: E402
+from bot import logs
+from bot.config import load_settings
+from bot.runtime import build_runtime
+from bot.server import start_local
+from bot.store import Keys
+from tests.fakes.slack import FakeSlack, SlackSender, sign, slash_command_body
+from tests.harness import SECRET, TOKEN, RunningApp
+from tests.support.redis_server import RedisServer
 
 TARGET_RATIO, TARGET_P99_MS = 1.5, 100.0
 
 
 # -- the load generator (runs in a child process) ---------------------------------------
+
 
 def load(url: str, texts: list[str], channel: str, response_url: str, concurrency: int) -> list[float]:
     return asyncio.run(_load(url, texts, channel, response_url, concurrency))
@@ -74,11 +76,12 @@ async def _load(url: str, texts: list[str], channel: str, response_url: str, con
 
 # -- FakeSlack (runs in a child process: Slack's own CPU is not Firebreak's) ---------------
 
-def host_slack(conn: "multiprocessing.connection.Connection") -> None:
+
+def host_slack(conn: multiprocessing.connection.Connection) -> None:
     asyncio.run(_host_slack(conn))
 
 
-async def _host_slack(conn: "multiprocessing.connection.Connection") -> None:
+async def _host_slack(conn: multiprocessing.connection.Connection) -> None:
     slack = FakeSlack()
     await slack.start()
     conn.send(slack.base_url)
@@ -115,15 +118,17 @@ class RemoteSlack:
 
 # -- the two apps ---------------------------------------------------------------------------
 
+
 async def start_firebreak(slack: RemoteSlack, redis_url: str) -> RunningApp:
     """As tests/harness.py does, but with the Redis client `firebreak serve` makes (bot.store.connect)."""
-    settings = load_settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url,
-                             redis_url=redis_url)
+    settings = load_settings(
+        slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url, redis_url=redis_url
+    )
     rt = build_runtime(settings)
     gc.freeze()  # as `firebreak serve` does once the app is built
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
-    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)  # type: ignore[arg-type]
+    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)  # type: ignore[arg-type]
 
 
 async def start_bare(slack: RemoteSlack) -> tuple[str, web.AppRunner]:
@@ -147,8 +152,10 @@ async def start_bare(slack: RemoteSlack) -> tuple[str, web.AppRunner]:
 async def drain(fb: RunningApp, slack: RemoteSlack, expected: int, replies: int, timeout: float = 120) -> None:
     """Wait until every Firebreak request so far has finished (one audit entry and one reply each)."""
     deadline = time.monotonic() + timeout
-    while (await fb.services.redis.llen(Keys.AUDIT_LOG) < expected
-           or await asyncio.to_thread(slack.ask, "replies") < replies):  # type: ignore[operator]
+    while (
+        await fb.services.redis.llen(Keys.AUDIT_LOG) < expected
+        or await asyncio.to_thread(slack.ask, "replies") < replies
+    ):  # type: ignore[operator]
         if time.monotonic() > deadline:
             raise RuntimeError("Firebreak's after-ack work did not finish")
         await asyncio.sleep(0.05)
@@ -176,18 +183,19 @@ async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int
         return await loop.run_in_executor(pool, load, url, texts, channel, slack.response_url("bench"), concurrency)
 
     try:
-        status, _, _ = await fb.sender.command("declare Bench target incident --sev 2", user="UBENCH",
-                                               response_url=slack.response_url("bench"))
+        status, _, _ = await fb.sender.command(
+            "declare Bench target incident --sev 2", user="UBENCH", response_url=slack.response_url("bench")
+        )
         assert status == 200
         audited = 1
         await drain(fb, slack, audited, 1)
-        channel = (await fb.services.incidents.get("INC-1")).channel_id  # type: ignore[union-attr]
+        channel = (await fb.incident("INC-1")).channel_id
         cases = {
             "status": lambda n: ["status"] * n,
             "declare": lambda n: [f"declare bench incident {next(seq)} --sev 3" for _ in range(n)],
         }
         results: dict[tuple[str, str], list[float]] = {(c, a): [] for c in cases for a in ("firebreak", "bare")}
-        for case, texts in cases.items():  # warm up both apps on both paths
+        for texts in cases.values():  # warm up both apps on both paths
             await fire(bare_url, texts(warmup), channel)
             await fire(fb_url, texts(warmup), channel)
             audited += warmup
@@ -207,21 +215,28 @@ async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int
         redis.stop()
 
     ok = True
-    print(f"\nAck latency, {concurrency} concurrent senders, {requests} requests per case "
-          f"({rounds} interleaved rounds, {warmup} warm-up), {multiprocessing.cpu_count()} cores\n")
+    print(
+        f"\nAck latency, {concurrency} concurrent senders, {requests} requests per case "
+        f"({rounds} interleaved rounds, {warmup} warm-up), {multiprocessing.cpu_count()} cores\n"
+    )
     print("| command | app | n | p50 ms | p99 ms | p99 ratio (Firebreak/bare) | p50 ratio |")
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         fbl, bl = results[(case, "firebreak")], results[(case, "bare")]
         r99, r50 = pct(fbl, 99) / pct(bl, 99), pct(fbl, 50) / pct(bl, 50)
         print(f"| `/incident {case}` | bare Bolt | {len(bl)} | {pct(bl, 50):.1f} | {pct(bl, 99):.1f} | | |")
-        print(f"| `/incident {case}` | Firebreak | {len(fbl)} | {pct(fbl, 50):.1f} | {pct(fbl, 99):.1f} "
-              f"| {r99:.2f} | {r50:.2f} |")
+        print(
+            f"| `/incident {case}` | Firebreak | {len(fbl)} | {pct(fbl, 50):.1f} | {pct(fbl, 99):.1f} "
+            f"| {r99:.2f} | {r50:.2f} |"
+        )
         ok &= r99 <= TARGET_RATIO and pct(fbl, 99) < TARGET_P99_MS
-    print(f"\nTarget: p99 ratio ≤ {TARGET_RATIO} and Firebreak p99 < {TARGET_P99_MS:.0f} ms: "
-          f"{'met' if ok else 'MISSED'}")
-    print(f"(mean Firebreak ack, all cases: "
-          f"{statistics.mean(x for k, v in results.items() if k[1] == 'firebreak' for x in v) * 1000:.1f} ms)")
+    print(
+        f"\nTarget: p99 ratio ≤ {TARGET_RATIO} and Firebreak p99 < {TARGET_P99_MS:.0f} ms: {'met' if ok else 'MISSED'}"
+    )
+    print(
+        f"(mean Firebreak ack, all cases: "
+        f"{statistics.mean(x for k, v in results.items() if k[1] == 'firebreak' for x in v) * 1000:.1f} ms)"
+    )
     return 0 if ok else 1
 
 

@@ -1,4 +1,5 @@
 """`firebreak serve | console | audit export | audit verify`."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     e = asub.add_parser("export", help="print entries as JSON Lines")
     e.add_argument("--incident")
     asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
-    p.add_argument("--log-level", default=None,
-                   help="default INFO (the console writes its log to a file and says where)")
+    p.add_argument(
+        "--log-level", default=None, help="default INFO (the console writes its log to a file and says where)"
+    )
     return p
 
 
@@ -40,8 +42,10 @@ async def _audit(args: argparse.Namespace) -> int:
     settings = load_settings()
     if not settings.redis_url:
         # An embedded store here would be new and empty: "OK (0 entries)" would be a lie.
-        print("firebreak: REDIS_URL is not set: there is no audit log to read "
-              "(set it to the Redis the server uses)", file=sys.stderr)
+        print(
+            "firebreak: REDIS_URL is not set: there is no audit log to read (set it to the Redis the server uses)",
+            file=sys.stderr,
+        )
         return 2
     r = connect(settings.redis_url)
     log = AuditLog(r, SystemClock())
@@ -52,7 +56,7 @@ async def _audit(args: argparse.Namespace) -> int:
             return 0
         bad = await log.verify()
         if bad is None:
-            n = await r.llen("fb:{audit}:log")
+            n = await log.count()
             print(f"audit chain OK ({n} entries)")
             return 0
         print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)

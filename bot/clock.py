@@ -1,8 +1,9 @@
 """Time source. Injected everywhere so tests can move time without sleeping."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -36,12 +37,12 @@ def iso(ts: float | None) -> str | None:
     """UTC ISO-8601 with a Z, second precision."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def hhmm(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%H:%M")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%H:%M")
 
 
 def ymd(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y%m%d")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y%m%d")

@@ -1,8 +1,9 @@
-"""Process configuration from the environment (DESIGN.md section 8).
+"""Process configuration from the environment (README: "Configuration").
 
 Settings are built once in the entry point and passed down; nothing reads the
 environment at import time.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

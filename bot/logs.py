@@ -4,11 +4,13 @@ structlog events go through ``_redact``; the standard-library loggers of Bolt,
 slack_sdk and aiohttp go through ``_RedactFilter`` on the root handler. Both
 use the same patterns as the audit log (bot.redact).
 """
+
 from __future__ import annotations
 
 import logging
 import re
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -24,7 +26,7 @@ def _clean(text: str) -> str:
     return _SLACKISH.sub("[redacted]", scrub_text(text))
 
 
-def _redact(_logger: object, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, val in list(event.items()):
         if key.lower() in _SECRET_KEYS:
             event[key] = "[redacted]"

@@ -3,10 +3,12 @@
 The comms side (secret flagging in incident channels) reuses these patterns
 and adds the ones from policy.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # (kind, pattern). Kinds are what a warning names; the match itself never leaves here.
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (

@@ -1,22 +1,54 @@
-"""Assemble the running app from settings: the composition root."""
+"""Assemble the running app from settings: the composition root.
+
+``CAPABILITIES`` is the one list of what Firebreak can do. Each entry is a
+capability's ``register(reg)``: open it to see every command, button, form,
+job, observer, start-up hook and extension it adds.
+"""
+
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
-from bot import commands, redact
+from bot import redact
+from bot.approvals import capability as approvals
 from bot.audit import AuditLog
+from bot.chat import Chat
 from bot.clock import Clock, SystemClock
+from bot.comms import capability as comms
 from bot.config import Settings
+from bot.core.registry import Registry
 from bot.core.services import Services
-from bot.incidents.repo import IncidentRepo
+from bot.incidents import capability as incidents
+from bot.incidents.store import IncidentRepo
 from bot.policy import load_policy
-from bot.scheduler import Scheduler
+from bot.scheduler import Job, Scheduler
+from bot.server import build_web
 from bot.slack.app import build_bolt
 from bot.slack.gateway import SlackGateway, make_client
+from bot.slack.lane import Lane
 from bot.store import Redis, connect
+from levers import capability as levers
+
+# In this order: `/incident help` lists commands in the order they are registered.
+CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
+    incidents.register,  # declare sev assess status mitigated resolved help role handoff accept
+    comms.register,  # update, reminders and escalation, snooze, the update form, handoff nudges, secret flags
+    levers.register,  # levers lever undo, lever settling, the open-levers status line
+    approvals.register,  # breakglass, approve/deny, approval timers, grants for levers
+)
+
+
+def build_registry() -> Registry:
+    reg = Registry()
+    for register in CAPABILITIES:
+        register(reg)
+    return reg
 
 
 @dataclass
@@ -24,39 +56,60 @@ class Runtime:
     services: Services
     bolt: AsyncApp
     web: web.Application
+    lane: Lane
 
 
-def build_services(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Services:
-    commands.load_all()
+def _bound(svc: Services, fn: Callable[..., Awaitable[None]]) -> Any:
+    """``fn`` with the services bound, keeping its name for the scheduler's logs."""
+    return functools.update_wrapper(functools.partial(fn, svc), fn)
+
+
+def build_services(
+    settings: Settings, clock: Clock | None = None, redis: Redis | None = None, chat: Chat | None = None
+) -> Services:
     policy = load_policy(settings.firebreak_policy_dir)
     # The audit log and the logs scrub the policy's secret patterns as well as the built-in ones.
     redact.add_patterns((p.kind, p.pattern) for p in policy.comms.secret_patterns)
     r = redis if redis is not None else connect(settings.redis_url)
     clock = clock or SystemClock()
-    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
-    client = make_client(token, settings.slack_api_url)
+    audit = AuditLog(r, clock)
+    registry = build_registry()
     svc = Services(
-        settings=settings, policy=policy, redis=r, clock=clock, slack=SlackGateway(client),
-        audit=AuditLog(r, clock), incidents=IncidentRepo(r),
+        settings=settings,
+        policy=policy,
+        redis=r,
+        clock=clock,
+        chat=chat or slack_gateway(settings),
+        audit=audit,
+        scheduler=Scheduler(r, clock, audit=audit, poll=settings.firebreak_scheduler_tick),
+        registry=registry,
+        incidents=IncidentRepo(r),
     )
-    svc.extras["scheduler"] = Scheduler(r, clock)
+    jobs: dict[str, Callable[[Job], Awaitable[None]]] = {k: _bound(svc, h) for k, h in registry.jobs.items()}
+    svc.scheduler.bind(jobs, [_bound(svc, h) for h in registry.startup])
     return svc
 
 
-async def _close(svc: Services) -> None:
-    await svc.extras["after_ack"].close()  # let acknowledged requests finish first
-    await svc.slack.close()
-    for close in svc.closers:
-        await close()
+def slack_gateway(settings: Settings) -> SlackGateway:
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
+    return SlackGateway(make_client(token, settings.slack_api_url))
+
+
+async def close(svc: Services, lane: Lane | None = None) -> None:
+    if lane is not None:
+        await lane.close()  # let acknowledged requests finish first
+    await svc.chat.close()
+    for closer in svc.closers:
+        await closer()
 
 
 def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Runtime:
-    from bot.server import build_web
-
     settings.require_slack()
-    svc = build_services(settings, clock, redis)
-    assert settings.slack_signing_secret is not None
-    bolt = build_bolt(svc, svc.slack.client, settings.slack_signing_secret.get_secret_value())
+    assert settings.slack_signing_secret is not None  # require_slack checked it
+    gateway = slack_gateway(settings)
+    svc = build_services(settings, clock, redis, chat=gateway)
+    lane = Lane()
+    bolt = build_bolt(svc, gateway.client, settings.slack_signing_secret.get_secret_value(), lane)
     web_app = build_web(svc, bolt)
-    web_app.on_cleanup.append(lambda _app: _close(svc))
-    return Runtime(services=svc, bolt=bolt, web=web_app)
+    web_app.on_cleanup.append(lambda _app: close(svc, lane))
+    return Runtime(services=svc, bolt=bolt, web=web_app, lane=lane)

@@ -1,4 +1,5 @@
 """`firebreak serve`: HTTP mode, or Socket Mode when SLACK_APP_TOKEN is set."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,11 +12,6 @@ from bot.server import start_local
 
 log = logs.get(__name__)
 
-# Long-running workers (scheduler, reapers) add a start function here: (Services) -> awaitable.
-BACKGROUND: list = [
-    lambda svc: svc.scheduler.run(svc),  # durable timers (bot/scheduler)
-]
-
 
 async def serve(settings: Settings, host: str, port: int) -> None:
     rt = build_runtime(settings)
@@ -23,7 +19,8 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     # out of the cyclic collector's full passes, whose pauses otherwise land in the ack path.
     gc.freeze()
     runner, _ = await start_local(rt.web, host, port)
-    tasks = [asyncio.create_task(start(rt.services)) for start in BACKGROUND]
+    # The one long-running worker: durable timers (every capability's jobs and start hooks).
+    tasks = [asyncio.create_task(rt.services.scheduler.run())]
     socket_handler = None
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler

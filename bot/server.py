@@ -1,27 +1,21 @@
 """The HTTP surface: Slack events, health, readiness and metrics."""
+
 from __future__ import annotations
 
-from typing import Awaitable, Callable
-
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
-
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.core.services import Services
 from bot.metrics import REGISTRY
 from bot.slack.inbound import to_bolt_request
 from bot.store import ping
 
-# Extra HTTP routes a capability brings, e.g. the Alertmanager webhook DESIGN.md specifies
-# (README "Not built yet"): (method, path, factory(svc) -> handler).
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-WEB_HOOKS: list[tuple[str, str, Callable[[Services], Handler]]] = []
 
-
-async def start_local(app: web.Application, host: str = "127.0.0.1", port: int = 0,
-                      access_log: bool = True) -> tuple[web.AppRunner, int]:
+async def start_local(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, access_log: bool = True
+) -> tuple[web.AppRunner, int]:
     """Serve ``app`` on host:port (0: a free port); returns the runner and the bound port."""
     runner = web.AppRunner(app) if access_log else web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -50,6 +44,7 @@ def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
-    for method, path, factory in WEB_HOOKS:
-        app.router.add_route(method, path, factory(svc))
+    # Endpoints a capability declared in its register (Registry.web).
+    for method, path, make in svc.registry.http:
+        app.router.add_route(method, path, make(svc))
     return app

@@ -4,6 +4,7 @@ Every key of one incident shares the hash tag ``{INC-n}`` so multi-key Lua
 scripts and transactions stay legal on Redis Cluster. Global keys (counters,
 the audit chain, channel index) carry their own tags.
 """
+
 from __future__ import annotations
 
 import redis.asyncio as aioredis
@@ -31,6 +32,13 @@ def connect(url: str | None) -> Redis:
         "ALL INCIDENT STATE AND THE AUDIT LOG DIE WITH THIS PROCESS.",
     )
     return fakeredis.FakeAsyncRedis(decode_responses=True)
+
+
+def text(value: bytes | str | None) -> str | None:
+    """A reply as text (the client decodes responses; the type says it may not)."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def ping(r: Redis) -> bool:

@@ -1,6 +1,7 @@
-"""Levers: scoped, reversible actions on one cell's Kubernetes API (DESIGN.md section 4).
+"""Levers: scoped, reversible actions on one cell's Kubernetes API (README: "Levers").
 
-Import the pieces you need (levers.base, levers.executor, levers.hooks, ...);
-this package file stays import-free so the policy loader can read
-levers.policy without pulling in the Kubernetes client.
+levers.capability.register declares the commands, timer, start-up sweep and
+status line; import the other pieces you need (levers.executor, levers.hooks,
+levers.store, ...). This package file imports nothing, so importing one piece
+does not pull in the Kubernetes client.
 """

@@ -9,6 +9,7 @@
   with a fence annotation (then remove it), so the in-flight write, which
   carries the old resourceVersion, can never land late.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -56,8 +57,10 @@ async def apply_plan(lever: Lever, ctx: Ctx, plan: Plan) -> tuple[Plan, dict[str
             obj = await ctx.kube.get(lever.path(ctx))
             fresh = await lever.plan(ctx, obj)
             if fresh.digest() != plan.digest():
-                raise Changed(f"{ctx.target} changed while Firebreak was writing ({e}); nothing applied. "
-                              "Pull the lever again to plan from its new state.") from None
+                raise Changed(
+                    f"{ctx.target} changed while Firebreak was writing ({e}); nothing applied. "
+                    "Pull the lever again to plan from its new state."
+                ) from None
             log.info("lever_conflict_retry", request=ctx.req_id)
             plan = fresh
     raise AssertionError("unreachable")
@@ -76,8 +79,12 @@ async def _send_all(lever: Lever, ctx: Ctx, plan: Plan) -> dict[str, Any]:
                 if landed(obj, plan):
                     return obj
             await _compensate(lever, ctx, plan, e)
-            raise NotApplied(e, "nothing changed" if not e.timeout else
-                             "read back: not applied, but the API server may still apply it late: check it") from None
+            raise NotApplied(
+                e,
+                "nothing changed"
+                if not e.timeout
+                else "read back: not applied, but the API server may still apply it late: check it",
+            ) from None
     return resp
 
 

@@ -4,30 +4,27 @@ Runs as the route's `rule`, inside the one policy check, before anything is
 sent to the API server. The rule's answer (which grant, if any, allowed it)
 is kept in the request's context for the handler, so access is decided once.
 """
+
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
-from bot.incidents.roles import seated, self_seat_hint, title
+from bot.core.request import IncidentView, Request
+from bot.core.services import Services
+from bot.policy.roles import seated, self_seat_hint, title
 from levers import hooks
-from levers.base import LEVERS
+from levers.catalogue import LEVERS
 from levers.commands import PullLever, Undo
-from levers.requests import get_request
+from levers.requests import LeverRequest
 from levers.scope import scope_name
-
-if TYPE_CHECKING:
-    from bot.core.request import Request
-    from bot.core.services import Services
-    from bot.incidents.models import Incident
-    from levers.requests import LeverRequest
+from levers.store import lever_store
 
 # (request id, grant id or None): set by the rule that allowed the request, read by its handler.
 # Rule and handler run in one task (bot.core.dispatch), so they share this context.
 _ALLOWED: ContextVar[tuple[str, str | None] | None] = ContextVar("lever_access", default=None)
 
 
-def allowed_grant(req: "Request") -> str | None:
+def allowed_grant(req: Request) -> str | None:
     """The grant the route rule allowed this request under (None: the user's own role)."""
     got = _ALLOWED.get()
     if got is None or got[0] != req.id:
@@ -35,44 +32,49 @@ def allowed_grant(req: "Request") -> str | None:
     return got[1]
 
 
-async def _decide(svc: "Services", req: "Request", inc: "Incident | None", lever: str, cell: str,
-                  verb: str) -> str | None:
+async def _decide(
+    svc: Services, req: Request, inc: IncidentView | None, lever: str, cell: str, verb: str
+) -> str | None:
     ok, grant = await access(svc, inc, req.actor, lever, cell)
     if not ok:
         # A refusal says what did not happen: nothing reached the API server.
         return f"Not {'pulled' if verb == 'pull' else 'undone'}, nothing changed: " + _denial(
-            svc, inc, req.actor, lever, verb)
+            svc, inc, req.actor, lever, verb
+        )
     _ALLOWED.set((req.id, grant))
     return None
 
 
-async def access(svc: "Services", inc: "Incident | None", user: str, lever: str, cell: str) -> tuple[bool, str | None]:
+async def access(svc: Services, inc: IncidentView | None, user: str, lever: str, cell: str) -> tuple[bool, str | None]:
     """(allowed, grant id): allowed by a role the user holds here, else by an active grant."""
     roles = set(svc.policy.levers.levers[lever].roles)
     if inc is not None and roles & set(inc.holders(user)):
         return True, None
-    for provider in hooks.GRANT_PROVIDERS:
+    for provider in svc.registry.hooked(hooks.GRANT_PROVIDERS):
         grant = await provider(svc, inc, user, lever, cell)
         if grant:
             return True, grant
     return False, None
 
 
-def _denial(svc: "Services", inc: "Incident | None", user: str, lever: str, verb: str) -> str:
+def _denial(svc: Services, inc: IncidentView | None, user: str, lever: str, verb: str) -> str:
     roles = svc.policy.levers.levers[lever].roles
     held = ", ".join(title(r) for r in inc.holders(user)) if inc is not None else ""
     where = f" in {inc.id}" if inc is not None else ""
     who = " or ".join(f"the {title(r)}" for r in roles)
     # The IC may seat themselves (DESIGN §4); anyone else asks the IC or requests break-glass.
     hint = self_seat_hint(inc, user, roles[0]) if inc is not None else None
-    nxt = hint or (f"Ask the IC ({seated(inc, ['ic']).split(': ', 1)[1]}) for the role, or request break-glass: "
-                   if inc is not None else "Ask the IC for the role, or request break-glass: ")
+    nxt = hint or (
+        f"Ask the IC ({seated(inc, ['ic']).split(': ', 1)[1]}) for the role, or request break-glass: "
+        if inc is not None
+        else "Ask the IC for the role, or request break-glass: "
+    )
     if not hint:
         nxt += f"`/incident breakglass {lever} <minutes> <reason>`."
     return f"Only {who} can {verb} `{lever}`{where} (your roles: {held or 'none'}). {nxt}"
 
 
-async def still_allowed(svc: "Services", rec: "LeverRequest") -> str | None:
+async def still_allowed(svc: Services, rec: LeverRequest) -> str | None:
     """Just before a stored request is applied: None if the requester may still pull it, else why not.
 
     Approval can take minutes; a role handed on or a grant revoked or run out
@@ -84,25 +86,33 @@ async def still_allowed(svc: "Services", rec: "LeverRequest") -> str | None:
     if inc is not None and set(roles) & set(inc.holders(rec.requester)):
         return None
     if rec.grant_id:
-        for check in hooks.GRANT_ACTIVE:
+        for check in svc.registry.hooked(hooks.GRANT_ACTIVE):
             if await check(svc, inc, rec.grant_id, rec.requester, rec.lever, rec.cell):
                 return None
-        return (f"break-glass grant {rec.grant_id} ended (revoked or expired) before it ran, and "
-                f"<@{rec.requester}> does not hold {' or '.join(roles)}")
+        return (
+            f"break-glass grant {rec.grant_id} ended (revoked or expired) before it ran, and "
+            f"<@{rec.requester}> does not hold {' or '.join(roles)}"
+        )
     return f"requester <@{rec.requester}> no longer holds {' or '.join(roles)} in {rec.incident}"
 
 
-async def lever_rule(svc: "Services", req: "Request", inc: "Incident | None") -> str | None:
-    cmd = req.command
-    assert isinstance(cmd, PullLever)
-    return await _decide(svc, req, inc, cmd.lever, scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc),
-                         "pull")
+# The route rules get the request as the core has it (the command not yet narrowed to the route's model).
 
 
-async def undo_rule(svc: "Services", req: "Request", inc: "Incident | None") -> str | None:
+async def lever_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
     cmd = req.command
-    assert isinstance(cmd, Undo)
-    rec = await get_request(svc.redis, cmd.request)
+    if not isinstance(cmd, PullLever):
+        raise TypeError(f"lever rule got {type(cmd).__name__}")
+    return await _decide(
+        svc, req, inc, cmd.lever, scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc), "pull"
+    )
+
+
+async def undo_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
+    cmd = req.command
+    if not isinstance(cmd, Undo):
+        raise TypeError(f"undo rule got {type(cmd).__name__}")
+    rec = await lever_store(svc).get(cmd.request)
     if rec is None or inc is None or rec.incident != inc.id:
         return None  # the handler says what is wrong with the id; there is nothing to authorize
     return await _decide(svc, req, inc, rec.lever, rec.cell, "undo")

@@ -1,25 +1,26 @@
-"""The Lever interface and its registry.
+"""The Lever interface (the catalogue of levers is levers/catalogue).
 
 A lever is an absolute target state on one object (suspend=true, weight=25),
 so replaying it converges. It plans from the object it read (exact calls plus
 pre-state), may check budgets or headroom, applies, verifies by reading back,
 and undoes by restoring the pre-state (levers.plan.restore_ops).
 """
+
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bot.core.services import Services
+from bot.policy.levers import LeversPolicy
 from levers.kube import CellClient
-from levers.plan import ApiCall, Plan, is_absent, read
+from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, read
 
-if TYPE_CHECKING:
-    from bot.core.services import Services
-
+P = TypeVar("P", bound=BaseModel)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
@@ -39,7 +40,7 @@ class Kind:
     plural: str
     namespaced: bool
 
-    def path(self, target: "Target", sub: str | None = None) -> str:
+    def path(self, target: Target, sub: str | None = None) -> str:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         ns = f"/namespaces/{target.namespace}" if self.namespaced else ""
         return f"{base}{ns}/{self.plural}/{target.name}" + (f"/{sub}" if sub else "")
@@ -56,7 +57,7 @@ class Target:
     name: str
 
     @classmethod
-    def parse(cls, text: str, namespaced: bool, kind: str) -> "Target":
+    def parse(cls, text: str, namespaced: bool, kind: str) -> Target:
         ns, sep, name = text.strip().rpartition("/")
         if namespaced and not sep:
             raise LeverRefusal(f"A {kind} lives in a namespace: give the target as `<namespace>/<name>`.")
@@ -75,7 +76,7 @@ class Target:
 class Ctx:
     """Everything one run of a lever needs; rebuilt from the stored record for execution and undo."""
 
-    svc: "Services"
+    svc: Services
     kube: CellClient
     req_id: str
     incident: str
@@ -90,8 +91,12 @@ class Ctx:
     breaches: list[str] = field(default_factory=list)
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> LeversPolicy:
         return self.svc.policy.levers
+
+    def params_as(self, model: type[P]) -> P:
+        """The params as the lever's own model (they were validated with it: levers.base.params_of)."""
+        return params_as(self.params, model)
 
 
 @dataclass
@@ -113,7 +118,7 @@ class Lever(ABC):
     def path(self, ctx: Ctx, sub: str | None = None) -> str:
         return self.kind.path(ctx.target, sub)
 
-    def accepts(self, policy: Any, target: Target, params: BaseModel) -> None:
+    def accepts(self, policy: LeversPolicy, target: Target, params: BaseModel) -> None:
         """Checks needing no API call (done before anything is read). Raises LeverRefusal."""
 
     @abstractmethod
@@ -143,25 +148,22 @@ class Lever(ABC):
         return Verified(True, plan.effect)
 
     def merge_call(self, ctx: Ctx, body: dict[str, Any], sub: str | None = None) -> ApiCall:
-        from levers.plan import MERGE, kubectl_patch
-
-        return ApiCall("PATCH", self.path(ctx, sub), MERGE, body, kubectl_patch(
-            ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "merge", body, sub))
-
-
-LEVERS: dict[str, Lever] = {}
-
-
-def register(cls: type[Lever]) -> type[Lever]:
-    if cls.name in LEVERS:
-        raise RuntimeError(f"lever {cls.name!r} registered twice")
-    LEVERS[cls.name] = cls()
-    return cls
+        return ApiCall(
+            "PATCH",
+            self.path(ctx, sub),
+            MERGE,
+            body,
+            kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "merge", body, sub),
+        )
 
 
-def params_of(lever: Lever, raw: dict[str, str]) -> BaseModel:
-    from pydantic import ValidationError
+def params_as(params: BaseModel, model: type[P]) -> P:
+    if not isinstance(params, model):
+        raise TypeError(f"expected {model.__name__} params, got {type(params).__name__}")
+    return params
 
+
+def params_of(lever: Lever, raw: dict[str, Any]) -> BaseModel:
     try:
         return lever.Params.model_validate(raw)
     except ValidationError as exc:

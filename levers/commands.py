@@ -1,16 +1,15 @@
 """Typed lever commands: `lever`, `levers`, `undo`."""
+
 from __future__ import annotations
 
 import re
-from typing import ClassVar
-
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from bot.core.request import Command
-from bot.incidents.models import CELL_NAME
-from levers.policy import CATALOGUE
+from bot.ids import CELL_NAME
+from bot.policy.levers import CATALOGUE
 
 _REQ = re.compile(r"^REQ-[1-9][0-9]*$", re.IGNORECASE)
 

@@ -1,20 +1,27 @@
 """Rebuild a lever's run context from a stored request (execution after approval, undo)."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from levers.base import LEVERS, Ctx, Target, params_of
+from bot.core.services import Services
+from levers.base import Ctx, Target, params_of
+from levers.catalogue import LEVERS
 from levers.kube import kube_for
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-    from levers.requests import LeverRequest
+from levers.requests import LeverRequest
 
 
-async def for_record(svc: "Services", rec: "LeverRequest") -> Ctx:
+async def for_record(svc: Services, rec: LeverRequest) -> Ctx:
     lever = LEVERS[rec.lever]
     client = await kube_for(svc).client(rec.context)
     target = Target.parse(rec.target, lever.kind.namespaced, lever.kind.kind)
-    return Ctx(svc=svc, kube=client, req_id=rec.id, incident=rec.incident, cell=rec.cell, context=rec.context,
-               target=target, params=params_of(lever, rec.params), requester=rec.requester,
-               budget_override=rec.budget_override)
+    return Ctx(
+        svc=svc,
+        kube=client,
+        req_id=rec.id,
+        incident=rec.incident,
+        cell=rec.cell,
+        context=rec.context,
+        target=target,
+        params=params_of(lever, rec.params),
+        requester=rec.requester,
+        budget_override=rec.budget_override,
+    )

@@ -5,22 +5,23 @@ clicks, retries and replicas can't run a request twice. The lever is
 re-planned against the live object; if that plan differs from the one that
 was approved, nothing is applied and the request goes stale.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot import logs
-from bot.incidents.views import announce
+from bot.core.services import Services
 from levers import authz, hooks, messages
 from levers.apply import Changed, NotApplied, apply_plan
-from levers.base import LEVERS, LeverRefusal
+from levers.base import LeverRefusal
+from levers.catalogue import LEVERS
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
-from levers.requests import LeverRequest, get_request, transition
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
+from levers.posts import announce
+from levers.requests import LeverRequest
+from levers.store import lever_store
 
 log = logs.get(__name__)
 
@@ -32,24 +33,36 @@ class ExecResult:
     state: str
 
 
-async def execute_approved(svc: "Services", req_id: str, approver: str) -> ExecResult:
-    rec = await get_request(svc.redis, req_id)
+async def execute_approved(svc: Services, req_id: str, approver: str) -> ExecResult:
+    store = lever_store(svc)
+    rec = await store.get(req_id)
     if rec is None:
         return ExecResult(f"{req_id} does not exist.", False, "missing")
-    if not await transition(svc.redis, req_id, {"approved"}, "executing", started_at=svc.clock.now()):
-        now = await get_request(svc.redis, req_id)
+    if not await store.transition(req_id, {"approved"}, "executing", started_at=svc.clock.now()):
+        now = await store.get(req_id)
         state = now.state if now else "missing"
         return ExecResult(f"{rec.label} is already {state}; nothing more was done.", False, state)
     return await _run(svc, rec.model_copy(update={"state": "executing"}), approver)
 
 
-async def _finish(svc: "Services", rec: LeverRequest, state: str, message: str, ok: bool,
-                  **result: Any) -> ExecResult:
-    await transition(svc.redis, rec.id, {"executing"}, state, finished_at=svc.clock.now(),
-                     result={"ok": ok, "message": message, **result})
-    await svc.audit.append(f"lever.{state}", actor=rec.requester, incident=rec.incident,
-                           detail={"request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell,
-                                   "approved_by": rec.approved_by, "message": message, **result})
+async def _finish(svc: Services, rec: LeverRequest, state: str, message: str, ok: bool, **result: Any) -> ExecResult:
+    await lever_store(svc).transition(
+        rec.id, {"executing"}, state, finished_at=svc.clock.now(), result={"ok": ok, "message": message, **result}
+    )
+    await svc.audit.append(
+        f"lever.{state}",
+        actor=rec.requester,
+        incident=rec.incident,
+        detail={
+            "request": rec.id,
+            "lever": rec.lever,
+            "target": rec.target,
+            "cell": rec.cell,
+            "approved_by": rec.approved_by,
+            "message": message,
+            **result,
+        },
+    )
     warn = await announce(svc, rec.incident, message)
     if warn:
         log.warning("lever_outcome_not_posted", request=rec.id)
@@ -58,42 +71,68 @@ async def _finish(svc: "Services", rec: LeverRequest, state: str, message: str, 
     return ExecResult(message, ok, state)
 
 
-async def _run(svc: "Services", rec: LeverRequest, approver: str) -> ExecResult:
+async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
     lever = LEVERS[rec.lever]
     denied = await authz.still_allowed(svc, rec)
     if denied:
-        return await _finish(svc, rec, "failed", messages.failed(rec, f"not applied: {denied}; nothing changed"),
-                             False, reason="grant ended" if rec.grant_id else "role removed", denied=denied)
+        return await _finish(
+            svc,
+            rec,
+            "failed",
+            messages.failed(rec, f"not applied: {denied}; nothing changed"),
+            False,
+            reason="grant ended" if rec.grant_id else "role removed",
+            denied=denied,
+        )
     try:
         ctx = await for_record(svc, rec)
         obj = await ctx.kube.get(lever.path(ctx))
         plan = await lever.plan(ctx, obj)
         if plan.digest() != rec.digest:
             again = " and approval" if rec.needs_approval else ""
-            return await _finish(svc, rec, "stale", f"{rec.label}: not applied: the target changed since it was "
-                                 f"planned{' and approved' if rec.needs_approval else ''}. Pull the lever again "
-                                 f"for a fresh plan{again}.", False, reason="stale")
+            return await _finish(
+                svc,
+                rec,
+                "stale",
+                f"{rec.label}: not applied: the target changed since it was "
+                f"planned{' and approved' if rec.needs_approval else ''}. Pull the lever again "
+                f"for a fresh plan{again}.",
+                False,
+                reason="stale",
+            )
         await lever.check(ctx, plan, obj)
         await lever.reserve(ctx, plan)
     except (LeverRefusal, UnknownCell, Changed) as e:
-        return await _finish(svc, rec, "failed", messages.failed(rec, f"{e}".rstrip(".") + "; nothing changed"),
-                             False, reason=str(e))
+        return await _finish(
+            svc, rec, "failed", messages.failed(rec, f"{e}".rstrip(".") + "; nothing changed"), False, reason=str(e)
+        )
     except KubeError as e:
-        return await _finish(svc, rec, "failed", messages.failed(rec, f"{e}; nothing changed"), False,
-                             reason=str(e), code=e.code)
+        return await _finish(
+            svc, rec, "failed", messages.failed(rec, f"{e}; nothing changed"), False, reason=str(e), code=e.code
+        )
     try:
         plan, resp = await apply_plan(lever, ctx, plan)
     except (NotApplied, Changed) as e:
         await lever.release(ctx, plan)
         err = e.error if isinstance(e, NotApplied) else None
         text = f"{err}; {e.note}" if isinstance(e, NotApplied) else str(e).rstrip(".")
-        return await _finish(svc, rec, "failed", messages.failed(rec, text), False, reason=text,
-                             code=err.code if err else None)
+        return await _finish(
+            svc, rec, "failed", messages.failed(rec, text), False, reason=text, code=err.code if err else None
+        )
     await lever.applied(ctx, plan)
-    await svc.audit.append("lever.apply", actor=rec.requester, incident=rec.incident, detail={
-        "request": rec.id, "lever": rec.lever, "calls": [c.to_dict() for c in plan.calls],
-        "pre_state": plan.pre_state, "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),
-        "approved_by": approver})
+    await svc.audit.append(
+        "lever.apply",
+        actor=rec.requester,
+        incident=rec.incident,
+        detail={
+            "request": rec.id,
+            "lever": rec.lever,
+            "calls": [c.to_dict() for c in plan.calls],
+            "pre_state": plan.pre_state,
+            "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),
+            "approved_by": approver,
+        },
+    )
     try:
         after = await ctx.kube.get(lever.path(ctx))
         verdict = await lever.verify(ctx, plan, after)
@@ -104,5 +143,15 @@ async def _run(svc: "Services", rec: LeverRequest, approver: str) -> ExecResult:
     ok = bool(verdict and verdict.ok)
     text = verdict.text if verdict else text
     # Applied but not verified is still `done` (the write landed; undo applies), yet not a success.
-    return await _finish(svc, rec, "done", messages.done(rec, ok, text, rv), ok, verified=ok,
-                         verify=text, resource_version=rv, pre_state=plan.pre_state, plan=plan.to_record())
+    return await _finish(
+        svc,
+        rec,
+        "done",
+        messages.done(rec, ok, text, rv),
+        ok,
+        verified=ok,
+        verify=text,
+        resource_version=rv,
+        pre_state=plan.pre_state,
+        plan=plan.to_record(),
+    )

@@ -1,15 +1,16 @@
-"""Kubernetes access: one ApiClient per kube context, created lazily, cached in svc.extras.
+"""Kubernetes access: one ApiClient per kube context, created lazily, one pool per app (svc.part).
 
 A lever only ever gets the client of its own cell's context, so it cannot
 touch another cell. Every call carries the plan's exact content type.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import yaml
@@ -17,13 +18,10 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from bot import logs
+from bot.core.services import Services
 from levers.plan import ApiCall
 
-if TYPE_CHECKING:
-    from bot.core.services import Services
-
 log = logs.get(__name__)
-_EXTRA = "kube"
 
 
 class KubeError(Exception):
@@ -43,8 +41,9 @@ class KubeError(Exception):
         The apiserver says so in the message or, behind a generic "the server rejected our request",
         in details.causes: "testing value /spec/... failed: test failed".
         """
-        return self.code == 422 and any("test failed" in m or m.startswith("testing value")
-                                        for m in [self.message, *self.causes])
+        return self.code == 422 and any(
+            "test failed" in m or m.startswith("testing value") for m in [self.message, *self.causes]
+        )
 
     @property
     def timeout(self) -> bool:
@@ -89,7 +88,9 @@ def _error(code: int, reason: str | None, raw: bytes) -> KubeError:
     if not isinstance(status, dict):
         status = {}
     message = status.get("message") or raw.decode("utf-8", "replace").strip()
-    details = status.get("details") if isinstance(status.get("details"), dict) else {}
+    details = status.get("details")
+    if not isinstance(details, dict):
+        details = {}
     causes = [str(c.get("message", ""))[:300] for c in details.get("causes") or [] if isinstance(c, dict)]
     return KubeError(code, status.get("reason") or reason or "Error", str(message)[:400], causes)
 
@@ -100,16 +101,28 @@ class CellClient:
     api: ApiClient
     timeout: float
 
-    async def call(self, method: str, path: str, content_type: str | None = None, body: Any = None,
-                   query: dict[str, str] | None = None) -> dict[str, Any]:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        content_type: str | None = None,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
 
         async def roundtrip() -> tuple[int, str | None, bytes]:
             resp = await self.api.call_api(
-                path, method, query_params=list((query or {}).items()), header_params=headers, body=body,
-                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=self.timeout,
+                path,
+                method,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.timeout,
             )
             try:
                 return resp.status, resp.reason, await resp.read()
@@ -119,7 +132,7 @@ class CellClient:
         try:
             # aiohttp's own timeout covers the request; wait_for is the backstop for a stuck read.
             status, reason, raw = await asyncio.wait_for(roundtrip(), self.timeout + 1)
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+        except (TimeoutError, aiohttp.ServerTimeoutError):
             raise KubeError(None, "Timeout", f"no answer within {self.timeout:g}s") from None
         except aiohttp.ClientError as exc:
             raise KubeError(None, "Unreachable", f"{type(exc).__name__}: {exc}"[:300]) from None
@@ -155,8 +168,9 @@ class Kube:
             if context not in known:
                 raise UnknownCell(context, known)
             cfg = type.__call__(Configuration)  # a fresh one, not a copy of the process-wide default
-            loader = KubeConfigLoader(config_dict=doc, active_context=context,
-                                      config_base_path=str(Path(self.kubeconfig).parent))
+            loader = KubeConfigLoader(
+                config_dict=doc, active_context=context, config_base_path=str(Path(self.kubeconfig).parent)
+            )
             await loader.load_and_set(cfg)
             self._clients[context] = CellClient(context, ApiClient(configuration=cfg), self.timeout)
             return self._clients[context]
@@ -167,9 +181,12 @@ class Kube:
         self._clients.clear()
 
 
-def kube_for(svc: "Services") -> Kube:
-    kube = svc.extras.get(_EXTRA)
-    if kube is None:
-        kube = svc.extras[_EXTRA] = Kube(svc.settings.kubeconfig, svc.policy.levers.api_timeout_seconds)
-        svc.closers.append(kube.close)  # the runtime closes the clients' sessions at app cleanup
+def _make(svc: Services) -> Kube:
+    kube = Kube(svc.settings.kubeconfig, svc.policy.levers.api_timeout_seconds)
+    svc.closers.append(kube.close)  # the runtime closes the clients' sessions at app cleanup
     return kube
+
+
+def kube_for(svc: Services) -> Kube:
+    """The app's kube clients (made on first use)."""
+    return svc.part(_make)

@@ -1,24 +1,17 @@
 """`/incident levers` (what the caller may pull here) and the open-levers line of `/incident status`."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from bot.core.grammar import Spec
-from bot.core.registry import route
-from bot.core.request import Outcome, Request
-from bot.incidents.flows import STATUS_LINES
+from bot.core.request import IncidentView, Outcome, Request
+from bot.core.services import Services
 from levers import authz, messages
-from levers.base import LEVERS
+from levers.catalogue import LEVERS
 from levers.commands import ListLevers
-from levers.requests import for_incident
 from levers.scope import scope_name
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-    from bot.incidents.models import Incident
+from levers.store import lever_store
 
 
-def _approval_note(svc: "Services", name: str) -> str:
+def _approval_note(svc: Services, name: str) -> str:
     pol = svc.policy.levers
     rule = pol.levers[name]
     if rule.needs_approval:
@@ -28,9 +21,7 @@ def _approval_note(svc: "Services", name: str) -> str:
     return ""
 
 
-@route(ListLevers, spec=Spec("/incident levers"), summary="the levers you may pull here, and which need approval")
-async def list_levers(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
-    assert inc is not None
+async def list_levers(svc: Services, req: Request, cmd: ListLevers, inc: IncidentView) -> Outcome:
     pol = svc.policy.levers
     mine, others = [], []
     for name, rule in pol.levers.items():
@@ -44,15 +35,18 @@ async def list_levers(svc: "Services", req: Request, inc: "Incident | None") -> 
     held = ", ".join(inc.holders(req.actor)) or "none"
     usage = "`/incident lever <name> <target> [--cell C] [key=value]… [--dry-run]`"
     if not mine:
-        return Outcome(message=f"You can't pull any lever in {inc.id} yet (your roles: {held}). Levers by role: "
-                       f"{', '.join(others)}. Ask the IC for a role, or `/incident breakglass`.")
+        return Outcome(
+            message=f"You can't pull any lever in {inc.id} yet (your roles: {held}). Levers by role: "
+            f"{', '.join(others)}. Ask the IC for a role, or `/incident breakglass`."
+        )
     rest = f"\nOthers need a role you don't hold: {', '.join(others)}." if others else ""
-    return Outcome(message=f"*Levers you can pull in {inc.id}* (your roles: {held}):\n" + "\n".join(mine)
-                   + f"\nUsage: {usage}. Undo: `/incident undo REQ-n`.{rest}")
+    return Outcome(
+        message=f"*Levers you can pull in {inc.id}* (your roles: {held}):\n"
+        + "\n".join(mine)
+        + f"\nUsage: {usage}. Undo: `/incident undo REQ-n`.{rest}"
+    )
 
 
-async def open_levers(svc: "Services", inc: "Incident") -> str | None:
-    return messages.status_line(await for_incident(svc.redis, inc.id))
-
-
-STATUS_LINES.append(open_levers)
+async def open_levers(svc: Services, inc: IncidentView) -> str | None:
+    """The status line (bot.core.hooks.STATUS_LINE): this incident's levers still in play."""
+    return messages.status_line(await lever_store(svc).for_incident(inc.id))

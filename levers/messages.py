@@ -1,11 +1,12 @@
-"""How lever requests read in Slack: short, with the REQ id, saying what happened and what next."""
+"""How lever requests read in chat: short, with the REQ id, saying what happened and what next."""
+
 from __future__ import annotations
 
 from typing import Any
 
-from levers.base import LEVERS
+from levers.catalogue import LEVERS
+from levers.plan import canonical
 from levers.requests import LeverRequest
-
 
 NOT_PULLED = "Not pulled, nothing changed: "
 
@@ -14,8 +15,10 @@ def no_context(cell: str, context: str, fleet: bool, known: list[str] | None) ->
     """A cell Firebreak has no kube context for: say which context is missing, and where."""
     if known is None:
         what = f"the fleet context `{context}`" if fleet else f"cell {cell}"
-        return (f"{NOT_PULLED}Firebreak has no kube config for {what} (KUBECONFIG unset). "
-                "Whoever runs Firebreak must set KUBECONFIG (one context per cell).")
+        return (
+            f"{NOT_PULLED}Firebreak has no kube config for {what} (KUBECONFIG unset). "
+            "Whoever runs Firebreak must set KUBECONFIG (one context per cell)."
+        )
     name = f"`{context}` (the fleet context)" if fleet else f"`{context}` for cell {cell}"
     hint = "" if fleet else " Pick one with `--cell <cell>`."
     return f"{NOT_PULLED}no kube context {name} in KUBECONFIG (contexts: {', '.join(known) or 'none'}).{hint}"
@@ -27,19 +30,20 @@ def _fence(text: str) -> str:
 
 def plan_text(rec: LeverRequest) -> str:
     """The exact API call(s) and the kubectl equivalent, for dry-runs and approval cards."""
-    from levers.plan import canonical
-
     calls = rec.plan.get("calls") or []
-    wire = "\n".join(f"{c['method']} {c['path']}\nContent-Type: {c['content_type']}\n{canonical(c['body'])}"
-                     for c in calls)
+    wire = "\n".join(
+        f"{c['method']} {c['path']}\nContent-Type: {c['content_type']}\n{canonical(c['body'])}" for c in calls
+    )
     return f"API:\n{_fence(wire)}\nkubectl:\n{_fence(rec.plan.get('kubectl', ''))}"
 
 
 def dry_run(rec: LeverRequest) -> str:
     notes = "".join(f"\n{n}" for n in rec.notes)
     approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
-    return (f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}\n{plan_text(rec)}\n"
-            "Nothing was changed.")
+    return (
+        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}\n{plan_text(rec)}\n"
+        "Nothing was changed."
+    )
 
 
 def undo_hint(rec: LeverRequest) -> str:
@@ -61,19 +65,37 @@ def failed(rec: LeverRequest, reason: str) -> str:
 
 
 def needs_approval(rec: LeverRequest) -> str:
-    return (f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
-            f"Once approved: {rec.plan.get('effect')}; nothing has changed yet.")
+    return (
+        f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
+        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet."
+    )
 
 
 def status_line(recs: list[LeverRequest]) -> str | None:
-    shown = {"pending_approval": "awaiting approval", "approved": "approved", "executing": "running", "done": "applied",
-             "undoing": "being undone"}
-    items = [f"{r.label} {shown[r.state]}" + (f" (undo: /incident undo {r.id})" if r.state == "done"
-                                               and LEVERS[r.lever].reversible else "")
-             for r in recs if r.state in shown]
+    shown = {
+        "pending_approval": "awaiting approval",
+        "approved": "approved",
+        "executing": "running",
+        "done": "applied",
+        "undoing": "being undone",
+    }
+    items = [
+        f"{r.label} {shown[r.state]}"
+        + (f" (undo: /incident undo {r.id})" if r.state == "done" and LEVERS[r.lever].reversible else "")
+        for r in recs
+        if r.state in shown
+    ]
     return ("Open levers: " + "; ".join(items)) if items else None
 
 
 def audit_plan(rec: LeverRequest) -> dict[str, Any]:
-    return {"request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell,
-            "context": rec.context, "plan": rec.plan, "pre_state": rec.pre_state, "digest": rec.digest}
+    return {
+        "request": rec.id,
+        "lever": rec.lever,
+        "target": rec.target,
+        "cell": rec.cell,
+        "context": rec.context,
+        "plan": rec.plan,
+        "pre_state": rec.pre_state,
+        "digest": rec.digest,
+    }

@@ -4,6 +4,7 @@ A lever describes its effect as `changes` (JSON pointer -> value it sets) and
 records `pre_state` (pointer -> value before, or ABSENT). From those two the
 undo is derived generically, so every lever restores exactly what it found.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,7 +28,7 @@ LABELS = "/metadata/labels"
 
 
 def is_absent(v: Any) -> bool:
-    return v == ABSENT
+    return bool(v == ABSENT)
 
 
 def esc(token: str) -> str:
@@ -71,11 +72,16 @@ class ApiCall:
     kubectl: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "path": self.path, "content_type": self.content_type,
-                "body": self.body, "kubectl": self.kubectl}
+        return {
+            "method": self.method,
+            "path": self.path,
+            "content_type": self.content_type,
+            "body": self.body,
+            "kubectl": self.kubectl,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ApiCall":
+    def from_dict(cls, d: dict[str, Any]) -> ApiCall:
         return cls(d["method"], d["path"], d["content_type"], d["body"], d["kubectl"])
 
 
@@ -90,14 +96,24 @@ class Plan:
 
     def to_record(self) -> dict[str, Any]:
         main = self.calls[-1]  # the call that does the lever's work (earlier ones annotate)
-        return {**main.to_dict(), "kubectl": "\n".join(c.kubectl for c in self.calls),
-                "calls": [c.to_dict() for c in self.calls], "changes": self.changes, "effect": self.effect,
-                "meta": self.meta}
+        return {
+            **main.to_dict(),
+            "kubectl": "\n".join(c.kubectl for c in self.calls),
+            "calls": [c.to_dict() for c in self.calls],
+            "changes": self.changes,
+            "effect": self.effect,
+            "meta": self.meta,
+        }
 
     @classmethod
-    def from_record(cls, plan: dict[str, Any], pre_state: dict[str, Any]) -> "Plan":
-        return cls([ApiCall.from_dict(c) for c in plan.get("calls") or []], dict(plan.get("changes") or {}),
-                   dict(pre_state), plan.get("effect", ""), meta=dict(plan.get("meta") or {}))
+    def from_record(cls, plan: dict[str, Any], pre_state: dict[str, Any]) -> Plan:
+        return cls(
+            [ApiCall.from_dict(c) for c in plan.get("calls") or []],
+            dict(plan.get("changes") or {}),
+            dict(pre_state),
+            plan.get("effect", ""),
+            meta=dict(plan.get("meta") or {}),
+        )
 
     def digest(self) -> str:
         """Stable across resourceVersion bumps that don't touch what the lever changes."""
@@ -118,7 +134,9 @@ def provenance(req_id: str, incident: str) -> dict[str, str]:
     return {REQUEST_ANNOTATION: req_id, INCIDENT_ANNOTATION: incident}
 
 
-def with_provenance(obj: dict, changes: dict[str, Any], pre: dict[str, Any], req_id: str, incident: str) -> None:
+def with_provenance(
+    obj: dict[str, Any], changes: dict[str, Any], pre: dict[str, Any], req_id: str, incident: str
+) -> None:
     """Add the provenance annotations to a lever's changes and record what they replace."""
     container_pre(obj, pre, ANNOTATIONS)
     for key, value in provenance(req_id, incident).items():
@@ -127,7 +145,7 @@ def with_provenance(obj: dict, changes: dict[str, Any], pre: dict[str, Any], req
         pre[p] = read(obj, p)
 
 
-def container_pre(obj: dict, pre: dict[str, Any], container: str) -> None:
+def container_pre(obj: dict[str, Any], pre: dict[str, Any], container: str) -> None:
     pre.setdefault(container, ABSENT if is_absent(read(obj, container)) else PRESENT)
 
 
@@ -147,7 +165,7 @@ def merge_body(changes: dict[str, Any], resource_version: str | None) -> dict[st
     return body
 
 
-def restore_ops(changes: dict[str, Any], pre: dict[str, Any], current: dict) -> list[dict[str, Any]]:
+def restore_ops(changes: dict[str, Any], pre: dict[str, Any], current: dict[str, Any]) -> list[dict[str, Any]]:
     """Guarded JSON patch putting back the pre-state of every non-status change.
 
     Each field is first tested to still hold what the lever set, so an edit
@@ -174,8 +192,9 @@ def restore_ops(changes: dict[str, Any], pre: dict[str, Any], current: dict) -> 
     return ops
 
 
-def kubectl_patch(context: str, resource: str, name: str, namespace: str | None, kind: str, body: Any,
-                  subresource: str | None = None) -> str:
+def kubectl_patch(
+    context: str, resource: str, name: str, namespace: str | None, kind: str, body: Any, subresource: str | None = None
+) -> str:
     parts = ["kubectl", "--context", context, "patch", resource, name]
     if namespace:
         parts += ["-n", namespace]

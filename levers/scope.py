@@ -1,14 +1,12 @@
 """Which cell (kube context) a lever acts on, and whether that makes it fleet-wide."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from bot.core.request import IncidentView
+from bot.policy.levers import LeversPolicy
 from levers.base import Lever, LeverRefusal, Target
-
-if TYPE_CHECKING:
-    from bot.incidents.models import Incident
-    from levers.policy import LeversPolicy
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,7 @@ class Scope:
         return "fleet" if self.fleet else self.cell
 
 
-def resolve(policy: "LeversPolicy", lever: Lever, cell: str | None, inc: "Incident | None") -> Scope:
+def resolve(policy: LeversPolicy, lever: Lever, cell: str | None, inc: IncidentView | None) -> Scope:
     """--cell wins; else the fleet context for fleet levers; else the incident's only cell."""
     if cell is None and lever.fleet_default:
         cell = policy.fleet_context
@@ -40,7 +38,7 @@ def resolve(policy: "LeversPolicy", lever: Lever, cell: str | None, inc: "Incide
     return Scope(cell, policy.context_of(cell))
 
 
-def scope_name(policy: "LeversPolicy", lever: Lever, cell: str | None, inc: "Incident | None") -> str:
+def scope_name(policy: LeversPolicy, lever: Lever, cell: str | None, inc: IncidentView | None) -> str:
     """For grant lookups before anything else is known: the cell name or "fleet"."""
     try:
         return resolve(policy, lever, cell, inc).cell
@@ -48,7 +46,7 @@ def scope_name(policy: "LeversPolicy", lever: Lever, cell: str | None, inc: "Inc
         return cell or "fleet"
 
 
-def approval_reasons(policy: "LeversPolicy", lever: Lever, scope: Scope, target: Target) -> list[str]:
+def approval_reasons(policy: LeversPolicy, lever: Lever, scope: Scope, target: Target) -> list[str]:
     rule = policy.levers[lever.name]
     reasons = []
     if rule.needs_approval:

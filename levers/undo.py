@@ -7,24 +7,48 @@ read back, undoing -> undone. A process dying in between leaves `undoing`,
 which levers/reconcile.py settles at the next start. The patch tests that every
 field still holds what the lever set, so a later edit is never overwritten.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from bot.incidents.views import announce
-from levers import hooks
-from levers.base import LEVERS, LeverRefusal
+from bot.core.request import IncidentView, Outcome, Refusal, Request
+from bot.core.services import Services
+from levers import authz, hooks
+from levers.base import LeverRefusal
+from levers.catalogue import LEVERS
+from levers.commands import Undo
 from levers.context import for_record
 from levers.executor import ExecResult
 from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, canonical, is_absent, read, restore_ops
-from levers.requests import LeverRequest, get_request, transition
+from levers.posts import announce
+from levers.requests import LeverRequest
+from levers.store import lever_store
 
-if TYPE_CHECKING:
-    from bot.core.services import Services
+
+async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Outcome:
+    store = lever_store(svc)
+    rec = await store.get(cmd.request)
+    if rec is None:
+        raise Refusal(f"There is no {cmd.request}. `/incident status` lists this incident's open levers.")
+    if rec.incident != inc.id:
+        raise Refusal(f"{rec.id} belongs to {rec.incident}; undo it from that incident's channel.")
+    lever = LEVERS[rec.lever]
+    grant = authz.allowed_grant(req)
+    if not lever.reversible:
+        await hooks.grant_used(svc, rec, grant, "undo refused: not reversible")
+        raise Refusal(f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}.", request=rec.id)
+    try:
+        res = await restore(svc, rec, req.actor, grant)
+    except LeverRefusal as e:
+        raise Refusal(str(e), request=rec.id) from None
+    return Outcome(
+        result="ok" if res.ok else "error", message=res.message, audit={"request": rec.id, "state": res.state}
+    )
 
 
-def not_restored(rec: LeverRequest, obj: dict) -> list[str]:
+def not_restored(rec: LeverRequest, obj: dict[str, Any]) -> list[str]:
     """Pointers the lever changed whose value in `obj` is not (yet) the captured pre-state."""
     changes = rec.plan.get("changes", {})
     return [p for p, v in rec.pre_state.items() if p in changes and not p.startswith("/status/") and read(obj, p) != v]
@@ -40,10 +64,12 @@ def _restored(rec: LeverRequest) -> str:
     return ", ".join(parts) or "pre-state restored"
 
 
-async def undo(svc: "Services", rec: LeverRequest, actor: str, grant_id: str | None) -> ExecResult:
+async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | None) -> ExecResult:
+    """Put back what `rec` changed; LeverRefusal when it is not `done` (nothing to undo, or already undoing)."""
+    store = lever_store(svc)
     now = svc.clock.now()
-    if not await transition(svc.redis, rec.id, {"done"}, "undoing", undone_by=actor, undone_at=now):
-        cur = await get_request(svc.redis, rec.id)
+    if not await store.transition(rec.id, {"done"}, "undoing", undone_by=actor, undone_at=now):
+        cur = await store.get(rec.id)
         state = cur.state if cur else "missing"
         why = f"{rec.label} is {state.replace('_', ' ')}; only a lever that ran (done) can be undone."
         await hooks.grant_used(svc, rec, grant_id, f"undo refused: {state}")
@@ -56,24 +82,41 @@ async def undo(svc: "Services", rec: LeverRequest, actor: str, grant_id: str | N
         ops = restore_ops(rec.plan.get("changes", {}), rec.pre_state, current)
         resp = await ctx.kube.call("PATCH", path, JSON_PATCH, ops)
     except (KubeError, UnknownCell) as e:
-        await transition(svc.redis, rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
+        await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
         why = str(e)
         if isinstance(e, KubeError) and e.test_failed:
             why = f"{rec.target} changed since {rec.id} applied ({e}); a later lever or a person edited it"
         message = f"{rec.label}: undo failed: {why}; nothing changed, {rec.id} is still applied."
-        await svc.audit.append("lever.undo_failed", actor=actor, incident=rec.incident,
-                               detail={"request": rec.id, "reason": str(e)})
+        await svc.audit.append(
+            "lever.undo_failed", actor=actor, incident=rec.incident, detail={"request": rec.id, "reason": str(e)}
+        )
         await announce(svc, rec.incident, message)
         await hooks.grant_used(svc, rec, grant_id, "undo failed; still applied")
         return ExecResult(message, False, "done")
     rv = (resp.get("metadata") or {}).get("resourceVersion")
     left = not_restored(rec, resp)
-    await transition(svc.redis, rec.id, {"undoing"}, "undone", result={**rec.result, "undo": {
-        "resource_version": rv, "patch": ops, "verified": not left}})
+    await store.transition(
+        rec.id,
+        {"undoing"},
+        "undone",
+        result={**rec.result, "undo": {"resource_version": rv, "patch": ops, "verified": not left}},
+    )
     await lever.undone(ctx)
-    await svc.audit.append("lever.undo", actor=actor, incident=rec.incident, detail={
-        "request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell, "patch": ops,
-        "resource_version": rv, "verified": not left, "grant": grant_id})
+    await svc.audit.append(
+        "lever.undo",
+        actor=actor,
+        incident=rec.incident,
+        detail={
+            "request": rec.id,
+            "lever": rec.lever,
+            "target": rec.target,
+            "cell": rec.cell,
+            "patch": ops,
+            "resource_version": rv,
+            "verified": not left,
+            "grant": grant_id,
+        },
+    )
     check = "verified" if not left else f"but read-back differs at {', '.join(left)}"
     message = f"{rec.label}: undone by <@{actor}> ({_restored(rec)}; {check}, rv {rv})."
     await announce(svc, rec.incident, message)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -13,6 +13,12 @@ from tests.support.redis_server import RedisServer
 
 # 2026-11-30 03:10:00 UTC: a believable 3 a.m.
 T0 = 1_796_008_200.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "stakeholders: the comms app posts public updates to a stakeholder channel (tests/comms/conftest.py)"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
 """Run the real Firebreak app over HTTP against fakes, for tests and benchmarks."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,8 +12,11 @@ from aiohttp import web
 from bot.clock import Clock, ManualClock
 from bot.config import load_settings
 from bot.core.services import Services
+from bot.incidents.models import Incident
+from bot.incidents.store import repo
 from bot.runtime import build_runtime
 from bot.server import start_local
+from bot.slack.lane import Lane
 from tests.fakes.slack import FakeSlack, SlackSender
 
 SECRET = "test-signing-secret"
@@ -26,13 +30,15 @@ class RunningApp:
     runner: web.AppRunner
     sender: SlackSender
     slack: FakeSlack
+    lane: Lane
     _n: Any = field(default_factory=itertools.count)
 
     async def command(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL", **kw: Any) -> str:
         """Send `/incident <text>` as Slack would; returns the response_url key for the reply."""
         key = f"cmd{next(self._n)}"
-        status, body, _ = await self.sender.command(text, user=user, channel=channel,
-                                                    response_url=self.slack.response_url(key), **kw)
+        status, body, _ = await self.sender.command(
+            text, user=user, channel=channel, response_url=self.slack.response_url(key), **kw
+        )
         assert status == 200, (status, body)
         self.last_ack = body
         return key
@@ -54,28 +60,71 @@ class RunningApp:
 
     async def press(self, action_id: str, value: str, user: str, channel: str, message_ts: str | None = None) -> str:
         key = f"btn{next(self._n)}"
-        status, body, _ = await self.sender.action(action_id, value, user=user, channel=channel,
-                                                   message_ts=message_ts, response_url=self.slack.response_url(key))
+        status, body, _ = await self.sender.action(
+            action_id,
+            value,
+            user=user,
+            channel=channel,
+            message_ts=message_ts,
+            response_url=self.slack.response_url(key),
+        )
         assert status == 200, (status, body)
         return key
+
+    async def declare(
+        self,
+        title: str = "GPU trouble",
+        sev: int = 2,
+        user: str = "U_IC",
+        cells: tuple[str, ...] = ("us-east-3",),
+        roles: dict[str, str] | None = None,
+        extra: str = "",
+    ) -> Incident:
+        """The one way tests open an incident: `declare` over Slack as ``user`` (the IC), with a
+        ``--cell`` for each of ``cells`` (``()`` for none) and ``extra`` flags, then `role` for each
+        {role: user}. Returns the incident as stored after that."""
+        flags = [f"--cell {c}" for c in cells]
+        text = " ".join(part for part in ("declare", title, "--sev", str(sev), *flags, extra) if part)
+        out = await self.run(text, user=user)
+        assert out.startswith("Declared INC-"), out
+        inc = await self.incident(out.split()[1])
+        assert inc.channel_id
+        for role, who in (roles or {}).items():
+            got = await self.run(f"role {role} <@{who}>", user=user, channel=inc.channel_id)
+            assert "is now" in got or "is already" in got, got
+        return await self.incident(inc.id)
+
+    async def incident(self, inc_id: str) -> Incident:
+        inc = await repo(self.services).get(inc_id)
+        assert inc is not None, f"{inc_id} does not exist"
+        return inc
 
     @property
     def clock(self) -> Any:
         return self.services.clock
+
+    async def drain(self) -> None:
+        """Wait until every acknowledged request has been handled (instead of sleeping)."""
+        await self.lane.drain()
+
+    async def tick(self) -> int:
+        """Run the scheduler's due jobs at the clock's now; how many ran."""
+        return await self.services.scheduler.tick()
 
     async def stop(self) -> None:
         await self.runner.cleanup()
         await self.services.redis.aclose()
 
 
-async def start_app(
-    slack: FakeSlack, redis_url: str, clock: Clock | None = None, **settings: Any
-) -> RunningApp:
+async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None, **settings: Any) -> RunningApp:
     s = load_settings(
-        slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url, redis_url=redis_url,
+        slack_bot_token=TOKEN,
+        slack_signing_secret=SECRET,
+        slack_api_url=slack.api_url,
+        redis_url=redis_url,
         **settings,
     )
     rt = build_runtime(s, clock=clock or ManualClock(), redis=aioredis.from_url(redis_url, decode_responses=True))
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
-    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack)
+    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)

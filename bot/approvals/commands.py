@@ -1,15 +1,15 @@
 """Typed approval commands: button presses, the break-glass request, and timers."""
+
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
 from bot.core.request import Command
+from bot.ids import GRANT_ID
 
 BALLOT_ID = r"^(REQ|BG)-[1-9][0-9]*$"
-GRANT_ID = re.compile(r"^BG-[1-9][0-9]*$")
 _USAGE = "`/incident breakglass <scope> <minutes> <reason>` (e.g. `breakglass kueue-hold 30 ops lead unreachable`)"
 
 

@@ -1,64 +1,37 @@
-"""Break-glass: `/incident breakglass`, the grant lookup levers ask, use and end.
+"""Break-glass: `/incident breakglass` (request or revoke), starting a grant, its end, its status line.
 
 A grant is a ballot of kind "breakglass": approved means active until
 grant_expires_at. The reaper (a scheduler job, once across replicas, kept
 across restarts) ends it on time, and every lookup checks the time again, so
-a late or lost reaper never extends a grant.
+a late or lost reaper never extends a grant. The lookups the levers make are
+in lever_side.py.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot import logs
-from bot.approvals import cards, notify, scope
-from bot.approvals.ballots import Ballot
+from bot.approvals import notify, scope, views
 from bot.approvals.commands import Breakglass, BreakglassEnd
-from bot.approvals.rules import needs_text, required_seats, seats_text, within
+from bot.approvals.jobs import EXPIRE_JOB, REAP_JOB
+from bot.approvals.rules import active, details, needs_text, required_seats, seats_text, within
+from bot.approvals.store import Ballot, GrantEnded, Revoked, ballots
 from bot.clock import hhmm, iso
-from bot.core.grammar import Spec
-from bot.core.registry import route
-from bot.core.request import Outcome, Refusal, Request
-from bot.incidents.flows import STATUS_LINES
-from bot.store import Keys
-from levers import hooks
-from levers.policy import CATALOGUE
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-    from bot.incidents.models import Incident
-
-log = logs.get(__name__)
-
-REAP_JOB = "breakglass.reap"
-EXPIRE_JOB = "approval.expire"
+from bot.core.request import IncidentView, Outcome, Refusal, Request
+from bot.core.services import Services
+from bot.incidents.models import Incident
+from bot.policy.levers import CATALOGUE
 
 
-def grant_scope(b: Ballot) -> scope.Scope:
-    d = b.detail
-    return scope.Scope(levers=tuple(d.get("levers") or ()), cell=d.get("cell"), fleet=bool(d.get("fleet")))
-
-
-def active(b: Ballot, now: float) -> bool:
-    return (b.kind == "breakglass" and b.state == "approved" and b.grant_expires_at is not None
-            and within(now, b.grant_expires_at))
-
-
-@route(
-    Breakglass,
-    spec=Spec("/incident breakglass <scope> <minutes> <reason>  ·  /incident breakglass revoke <BG-n>",
-              positional=("scope",), rest="reason"),
-    summary="time-boxed access to levers (a lever, a,b, cell:<cell> or fleet); IC (+ security at SEV1) approve",
-)
-async def breakglass(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
-    cmd: Breakglass = req.command  # type: ignore[assignment]
-    assert inc is not None
+async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident) -> Outcome:
     if cmd.revoke:
         return await _revoke(svc, req, inc, cmd.revoke)
     pol = svc.policy.approvals.breakglass
-    assert cmd.scope and cmd.minutes and cmd.reason
+    assert cmd.scope and cmd.minutes and cmd.reason  # the command's validator fills all three
     if cmd.minutes > pol.max_minutes:
-        raise Refusal(f"Break-glass lasts at most {pol.max_minutes} minutes (policy); "
-                      f"ask again with {pol.max_minutes} or less.")
+        raise Refusal(
+            f"Break-glass lasts at most {pol.max_minutes} minutes (policy); ask again with {pol.max_minutes} or less."
+        )
     try:
         sc = scope.parse(cmd.scope, list(CATALOGUE))
     except scope.ScopeError as e:
@@ -67,123 +40,153 @@ async def breakglass(svc: "Services", req: Request, inc: "Incident | None") -> O
     if "ic" in seats and inc.holder("ic") == req.actor:
         raise Refusal(_ic_hint(svc, sc, req.actor))
     now = svc.clock.now()
-    bid = f"BG-{await svc.redis.incr(Keys.GRANT_SEQ)}"
-    b = Ballot(id=bid, kind="breakglass", incident=inc.id, requester=req.actor, created_at=now,
-               expires_at=now + pol.window_minutes * 60, seats=list(pol.approvers),
-               sev1_seats=list(pol.sev1_approvers), grant_seconds=cmd.minutes * 60,
-               detail={"scope": sc.text(), "describe": sc.describe(), "levers": list(sc.levers), "cell": sc.cell,
-                       "fleet": sc.fleet, "minutes": cmd.minutes, "reason": cmd.reason})
-    await notify.ballots(svc).create(b)
+    store = ballots(svc)
+    bid = await store.next_grant_id()
+    b = Ballot(
+        id=bid,
+        kind="breakglass",
+        incident=inc.id,
+        requester=req.actor,
+        created_at=now,
+        expires_at=now + pol.window_minutes * 60,
+        seats=list(pol.approvers),
+        sev1_seats=list(pol.sev1_approvers),
+        grant_seconds=cmd.minutes * 60,
+        detail={
+            "scope": sc.text(),
+            "describe": sc.describe(),
+            "levers": list(sc.levers),
+            "cell": sc.cell,
+            "fleet": sc.fleet,
+            "minutes": cmd.minutes,
+            "reason": cmd.reason,
+        },
+    )
+    await store.create(b)
     await svc.scheduler.schedule(EXPIRE_JOB, bid, b.expires_at, {"incident": inc.id})
-    await notify.post_card(svc, inc, b, "request card", cards.grant_text(b),
-                           cards.grant_request(b, cards.holders_of(b, notify.seated(inc))),
-                           f"it grants nothing and expires at {hhmm(b.expires_at)} UTC. Try again.")
+    await notify.post_card(
+        svc,
+        inc,
+        b,
+        "request card",
+        views.grant_text(b),
+        views.grant_request(b, views.holders_of(b, inc)),
+        f"it grants nothing and expires at {hhmm(b.expires_at)} UTC. Try again.",
+    )
     posted = await notify.to_security(
-        svc, f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
-             f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}")
+        svc,
+        f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
+        f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}",
+    )
     need, fix = needs_text(seats, {s: inc.holder(s) for s in seats}, req.actor)
     first = f" Seat them first: {'; '.join(f'`{f}`' for f in fix)}." if fix else ""
     return Outcome(
         message=f"{bid} requested: {sc.describe()} for {cmd.minutes} min from approval; nothing granted yet. "
-                f"It needs {need} by {hhmm(b.expires_at)} UTC.{first}{notify.unposted(posted)}",
-        audit={**cards.details(b), "scope": sc.text(), "minutes": cmd.minutes, "seats": b.seats,
-               "sev1_seats": b.sev1_seats, "expires_at": iso(b.expires_at), "security_posted": posted},
+        f"It needs {need} by {hhmm(b.expires_at)} UTC.{first}{notify.unposted(posted)}",
+        audit={
+            **details(b),
+            "scope": sc.text(),
+            "minutes": cmd.minutes,
+            "seats": b.seats,
+            "sev1_seats": b.sev1_seats,
+            "expires_at": iso(b.expires_at),
+            "security_posted": posted,
+        },
     )
 
 
-def _ic_hint(svc: "Services", sc: scope.Scope, actor: str) -> str:
+def _ic_hint(svc: Services, sc: scope.Scope, actor: str) -> str:
     """The IC can't approve their own grant, and needs none: they can seat themselves."""
     names = sc.levers or tuple(CATALOGUE)
     roles = list(dict.fromkeys(r for n in names for r in svc.policy.levers.levers[n].roles))
     other = f" (or {', '.join(roles[1:])})" if len(roles) > 1 else ""
-    return (f"Not requested, nothing changed: you're the IC, so you can't approve your own break-glass. "
-            f"Take the role instead: `/incident role {roles[0] if roles else 'ops'} <@{actor}>`{other} "
-            "(no break-glass needed).")
+    return (
+        f"Not requested, nothing changed: you're the IC, so you can't approve your own break-glass. "
+        f"Take the role instead: `/incident role {roles[0] if roles else 'ops'} <@{actor}>`{other} "
+        "(no break-glass needed)."
+    )
 
 
-async def activate(svc: "Services", b: Ballot) -> tuple[str, dict[str, Any]]:
+async def activate(svc: Services, b: Ballot) -> tuple[str, dict[str, Any]]:
     """After the last required approval: start the clock on the grant."""
-    assert b.grant_expires_at is not None
+    assert b.grant_expires_at is not None  # the deciding vote set it with the approval
     until = hhmm(b.grant_expires_at)
     await svc.scheduler.schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": b.incident})
     await svc.scheduler.cancel(EXPIRE_JOB, b.id)
-    await notify.edit_card(svc, b, cards.decision_line(b, f"active until {until} UTC"))
+    await notify.edit_card(svc, b, views.decision_line(b, f"active until {until} UTC"))
     what = b.detail["describe"]
     await notify.to_channel(svc, b, f":unlock: {b.id} active: <@{b.requester}> may pull {what} until {until} UTC.")
-    posted = await notify.to_security(svc, f":unlock: {b.id} granted in {b.incident}: <@{b.requester}> may pull "
-                                           f"{what} until {until} UTC; approved by {cards.approvers(b)}.")
-    return (f"{b.id} approved: <@{b.requester}> may pull {what} until {until} UTC.{notify.unposted(posted)}",
-            {"grant_expires_at": iso(b.grant_expires_at), "approvers": b.filled, "security_posted": posted})
+    posted = await notify.to_security(
+        svc,
+        f":unlock: {b.id} granted in {b.incident}: <@{b.requester}> may pull "
+        f"{what} until {until} UTC; approved by {views.approvers(b)}.",
+    )
+    return (
+        f"{b.id} approved: <@{b.requester}> may pull {what} until {until} UTC.{notify.unposted(posted)}",
+        {"grant_expires_at": iso(b.grant_expires_at), "approvers": b.filled, "security_posted": posted},
+    )
 
 
-async def _revoke(svc: "Services", req: Request, inc: "Incident", bid: str) -> Outcome:
+async def _revoke(svc: Services, req: Request, inc: Incident, bid: str) -> Outcome:
     now = svc.clock.now()
     revokers = svc.policy.approvals.breakglass.revokers
-    code, state = await notify.ballots(svc).revoke(inc.id, bid, req.actor, now, revokers)
-    if code == "missing":
+    code, state = await ballots(svc).revoke(inc.id, bid, req.actor, now, revokers)
+    if code is Revoked.MISSING:
         raise Refusal(f"{bid} is not a break-glass grant of {inc.id}.", grant=bid)
-    if code == "notlive":
+    if code is Revoked.NOT_LIVE:
         raise Refusal(f"{bid} is already {state}; there is nothing to revoke.", grant=bid)
-    if code == "notallowed":
+    if code is Revoked.NOT_ALLOWED:
         raise Refusal(f"Only the grantee or {seats_text(revokers)} can revoke {bid}.", grant=bid)
-    b = await notify.ballots(svc).get(inc.id, bid)
-    assert b is not None
+    b = await ballots(svc).get(inc.id, bid)
+    assert b is not None  # the script just revoked it
     await svc.scheduler.cancel(REAP_JOB, bid)
     await svc.scheduler.cancel(EXPIRE_JOB, bid)
-    await notify.edit_card(svc, b, cards.decision_line(b))
+    await notify.edit_card(svc, b, views.decision_line(b))
     await notify.to_channel(svc, b, f":lock: {bid} revoked by <@{req.actor}>; <@{b.requester}> no longer has it.")
     posted = await notify.to_security(svc, f":lock: {bid} in {inc.id} revoked by <@{req.actor}> (was {state}).")
-    return Outcome(message=f"{bid} revoked; <@{b.requester}> no longer has {b.detail['describe']}."
-                           f"{notify.unposted(posted)}",
-                   audit={**cards.details(b), "grant": bid, "revoked": True, "was": state, "security_posted": posted})
+    return Outcome(
+        message=f"{bid} revoked; <@{b.requester}> no longer has {b.detail['describe']}.{notify.unposted(posted)}",
+        audit={**details(b), "grant": bid, "revoked": True, "was": state, "security_posted": posted},
+    )
 
 
-@route(BreakglassEnd, spec=None, summary="a grant's time ran out (reaper)")
-async def breakglass_end(svc: "Services", req: Request, inc: "Incident | None") -> Outcome:
-    cmd: BreakglassEnd = req.command  # type: ignore[assignment]
-    assert inc is not None
+async def breakglass_end(svc: Services, req: Request, cmd: BreakglassEnd, inc: Incident) -> Outcome:
     now = svc.clock.now()
-    code = await notify.ballots(svc).end_grant(inc.id, cmd.grant, now)
-    b = await notify.ballots(svc).get(inc.id, cmd.grant)
+    code = await ballots(svc).end_grant(inc.id, cmd.grant, now)
+    b = await ballots(svc).get(inc.id, cmd.grant)
     if b is None:
         return Outcome(message=f"{cmd.grant} does not exist.", audit={"grant": cmd.grant, "ended": False})
-    if code != 1:
+    if code is not GrantEnded.ENDED:
         if active(b, now):
             # Delivered early (a clock step): come back at the real end.
             assert b.grant_expires_at is not None
             await svc.scheduler.schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": inc.id})
         return Outcome(message=f"{b.id} is {b.state}; nothing to end.", audit={"grant": b.id, "ended": False})
-    await notify.edit_card(svc, b, cards.decision_line(b))
+    await notify.edit_card(svc, b, views.decision_line(b))
     await notify.to_channel(svc, b, f":lock: {b.id} ended: <@{b.requester}> no longer has {b.detail['describe']}.")
     posted = await notify.to_security(svc, f":lock: {b.id} in {inc.id} ended at {hhmm(now)} UTC (time is up).")
-    return Outcome(message=f"{b.id} ended.{notify.unposted(posted)}", audit={
-        **cards.details(b), "grant": b.id, "ended": True, "grant_expires_at": iso(b.grant_expires_at),
-        "security_posted": posted})
+    return Outcome(
+        message=f"{b.id} ended.{notify.unposted(posted)}",
+        audit={
+            **details(b),
+            "grant": b.id,
+            "ended": True,
+            "grant_expires_at": iso(b.grant_expires_at),
+            "security_posted": posted,
+        },
+    )
 
 
-async def grant_for(svc: "Services", inc: "Incident | None", user: str, lever: str, cell: str) -> str | None:
-    """GRANT_PROVIDERS: an active grant of this user covering (lever, cell), checked now."""
-    if inc is None:
-        return None
-    now = svc.clock.now()
-    for b in await notify.ballots(svc).all(inc.id):
-        if b.requester == user and active(b, now) and grant_scope(b).covers(lever, cell):
-            return b.id
-    return None
-
-
-async def status_line(svc: "Services", inc: "Incident") -> str | None:
+async def status_line(svc: Services, inc: IncidentView) -> str | None:
+    """STATUS_LINE: requests awaiting approval and active grants."""
     now = svc.clock.now()
     parts = []
-    for b in await notify.ballots(svc).all(inc.id):
+    for b in await ballots(svc).all(inc.id):
         if b.state == "pending" and within(now, b.expires_at):
             parts.append(f"{b.id} awaiting approval until {hhmm(b.expires_at)} UTC")
         elif active(b, now):
             assert b.grant_expires_at is not None
-            parts.append(f"{b.id} break-glass <@{b.requester}> ({b.detail['describe']}) "
-                         f"until {hhmm(b.grant_expires_at)} UTC")
+            parts.append(
+                f"{b.id} break-glass <@{b.requester}> ({b.detail['describe']}) until {hhmm(b.grant_expires_at)} UTC"
+            )
     return ("Approvals and grants: " + "; ".join(parts)) if parts else None
-
-
-hooks.GRANT_PROVIDERS.append(grant_for)
-STATUS_LINES.append(status_line)

@@ -1,14 +1,19 @@
-"""Pure approval rules: the window, the seats, and how to say who is needed.
+"""Pure approval rules: the window, the seats, how to say who is needed, what a grant covers.
 
 The window is half-open, [created_at, expires_at): a press one second before
 expires_at counts, a press at expires_at or later is too late. A grant is
 active on the same terms, [approved_at, grant_expires_at). The Lua scripts in
-scripts.py apply the same comparisons; these functions are for display, the
+lua.py apply the same comparisons; these functions are for display, the
 status line and the grant lookup.
 """
+
 from __future__ import annotations
 
-from bot.incidents.roles import ROLE_TITLES
+from typing import Any
+
+from bot.approvals.scope import Scope
+from bot.approvals.store import Ballot
+from bot.policy.roles import ROLE_TITLES
 
 
 def within(now: float, until: float) -> bool:
@@ -27,7 +32,7 @@ def seat_title(role: str) -> str:
 
 
 def seats_text(seats: list[str]) -> str:
-    """"the IC", "the IC and the Security lead"."""
+    """ "the IC", "the IC and the Security lead"."""
     names = [f"the {seat_title(s)}" for s in seats]
     if len(names) <= 1:
         return "".join(names) or "nobody"
@@ -35,10 +40,12 @@ def seats_text(seats: list[str]) -> str:
 
 
 def seat_holders(seats: list[str], holder: dict[str, str | None]) -> str:
-    """"the IC (<@U1>) and the Security lead (nobody yet)": the seats with who sits in them now."""
+    """ "the IC (<@U1>) and the Security lead (nobody yet)": the seats with who sits in them now."""
+
     def one(s: str) -> str:
         who = holder.get(s)
         return f"the {seat_title(s)} ({f'<@{who}>' if who else 'nobody yet'})"
+
     names = [one(s) for s in seats]
     if len(names) <= 1:
         return "".join(names) or "nobody"
@@ -61,3 +68,23 @@ def needs_text(seats: list[str], holder: dict[str, str | None], requester: str) 
             fix.append(f"/incident role {s} @x")
     text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return text, fix
+
+
+def grant_scope(b: Ballot) -> Scope:
+    d = b.detail
+    return Scope(levers=tuple(d.get("levers") or ()), cell=d.get("cell"), fleet=bool(d.get("fleet")))
+
+
+def active(b: Ballot, now: float) -> bool:
+    """A break-glass grant that is approved and whose time is not up."""
+    return (
+        b.kind == "breakglass"
+        and b.state == "approved"
+        and b.grant_expires_at is not None
+        and within(now, b.grant_expires_at)
+    )
+
+
+def details(b: Ballot) -> dict[str, Any]:
+    """Audit detail shared by every approval entry."""
+    return {"request": b.id, "kind": b.kind, "digest": b.digest or None, "requester": b.requester}

@@ -1,16 +1,17 @@
 """Break-glass scope: which of the bot's own levers a grant covers, and where.
 
-Grammar (DESIGN.md section 10): a lever name, comma-separated lever names,
+Grammar: a lever name, comma-separated lever names,
 `cell:<cell>` (every lever in that cell) or `fleet` (levers on the fleet
 context). Named levers cover every cell but never the fleet context: fleet
 state needs `fleet` said out loud. Only names in the lever catalogue are
 accepted, so a grant can never reach past what Firebreak itself can do.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.incidents.models import CELL_NAME
+from bot.ids import CELL_NAME
 
 FLEET = "fleet"
 

@@ -1,4 +1,4 @@
-"""The hash-chained audit log (DESIGN.md section 9).
+"""The hash-chained audit log (README: "Audit log").
 
 Each entry carries the previous entry's hash; ``hash`` is the SHA-256 of the
 entry's canonical JSON (sorted keys, compact separators, UTF-8) without the
@@ -6,19 +6,21 @@ entry's canonical JSON (sorted keys, compact separators, UTF-8) without the
 append is a compare-and-set on the chain head: the write lands only if nobody
 appended since we read the head, otherwise we re-read and try again.
 """
+
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
-from typing import Any, AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
 from bot.clock import Clock, iso
 from bot.redact import scrub
-from bot.store import Keys, Redis
+from bot.store import Keys, Redis, text
 
 GENESIS_HASH = "0" * 64
 
@@ -143,7 +145,15 @@ class AuditLog:
                     yield e
             start += batch
 
+    async def count(self) -> int:
+        """How many entries the chain holds."""
+        return int(await self._r.llen(Keys.AUDIT_LOG))
+
+    async def since(self, start: int) -> list[dict[str, Any]]:
+        """The entries after the first ``start`` (0-based), oldest first."""
+        return [json.loads(raw) for raw in await self._r.lrange(Keys.AUDIT_LOG, start, -1)]
+
     async def verify(self) -> int | None:
-        raw = await self._r.get(Keys.AUDIT_HEAD)
+        raw = text(await self._r.get(Keys.AUDIT_HEAD))
         head = (int(raw.split()[0]), raw.split()[1]) if raw else (0, GENESIS_HASH)
         return verify_entries([e async for e in self.entries()], head)

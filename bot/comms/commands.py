@@ -1,4 +1,5 @@
 """Typed comms commands beyond `update`: timers (system), buttons, and channel events."""
+
 from __future__ import annotations
 
 from typing import ClassVar

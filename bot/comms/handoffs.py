@@ -1,28 +1,20 @@
 """Handoff nudges: a handoff not accepted in time nudges the outgoing holder."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from bot.comms import timers
+from bot.chat import ChatError
 from bot.comms.commands import HandoffNudge
-from bot.comms.system import Once, run_system
-from bot.core.registry import route
+from bot.comms.system import Once
 from bot.core.request import Outcome, Refusal, Request
+from bot.core.services import Services
 from bot.incidents.models import Incident
-from bot.incidents.roles import ROLE_TITLES
-from bot.scheduler import Job, job_handler
-from bot.slack.gateway import SlackFailure
+from bot.incidents.store import repo
+from bot.policy.roles import ROLE_TITLES
 from bot.store import Keys
 
-if TYPE_CHECKING:
-    from bot.core.services import Services
 
-
-@route(HandoffNudge, spec=None, summary="nudge an unaccepted handoff (scheduler)")
-async def nudge(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
-    cmd: HandoffNudge = req.command  # type: ignore[assignment]
-    assert inc is not None
-    h = await svc.incidents.get_handoff(inc.id, cmd.handoff)
+async def nudge(svc: Services, req: Request, cmd: HandoffNudge, inc: Incident) -> Outcome:
+    h = await repo(svc).get_handoff(inc.id, cmd.handoff)
     if h is None or h.status != "pending" or not inc.is_open or not inc.channel_id:
         raise Refusal(f"Handoff {cmd.handoff} no longer needs a nudge.", skipped="not_pending")
     once = Once(svc, Keys.comms(inc.id, f"nudged:{h.id}"))
@@ -31,18 +23,14 @@ async def nudge(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
     outgoing = h.from_user or h.requested_by
     minutes = (svc.clock.now() - h.requested_at) / 60
     holds = f"you still hold {ROLE_TITLES[h.role]}" if h.from_user else f"{ROLE_TITLES[h.role]} is still empty"
-    text = (f":hourglass: <@{outgoing}> your handoff {h.id} of {ROLE_TITLES[h.role]} to <@{h.to_user}> "
-            f"is not accepted after {minutes:.0f} min; {holds}. Ping <@{h.to_user}>, or hand it to someone else.")
+    text = (
+        f":hourglass: <@{outgoing}> your handoff {h.id} of {ROLE_TITLES[h.role]} to <@{h.to_user}> "
+        f"is not accepted after {minutes:.0f} min; {holds}. Ping <@{h.to_user}>, or hand it to someone else."
+    )
     try:
-        await svc.slack.post(inc.channel_id, text)
-    except SlackFailure as f:
+        await svc.chat.post(inc.channel_id, text)
+    except ChatError as f:
         await once.release()
         return Outcome(result="error", message=f"Slack refused the nudge ({f.error}); it will be retried.")
     await once.done()
     return Outcome(message="nudged", audit={"handoff": h.id, "to": outgoing})
-
-
-@job_handler(timers.NUDGE)
-async def _nudge_job(svc: "Services", job: Job) -> None:
-    inc_id, _, hid = job.key.partition("/")
-    await run_system(svc, HandoffNudge(handoff=hid), inc_id)

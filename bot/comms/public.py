@@ -4,21 +4,14 @@ Pure functions; the update handler refuses when ``offending`` finds anything and
 suggests ``rewrite``: the person's own text with each cell replaced by its region
 and each node name removed.
 """
+
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Awaitable, Callable
 
 from bot.clock import hhmm
-from bot.comms.policy import PublicPolicy
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-    from bot.incidents.models import Incident
-
-# Other capabilities that learn an incident's node names (alert intake, node levers)
-# add a function here; its names are refused in public updates like the cells are.
-PRIVATE_NAMES: list[Callable[["Services", "Incident"], Awaitable[list[str]]]] = []
+from bot.incidents.models import Incident
+from bot.policy.comms import PublicPolicy
 
 _CELL_SUFFIX = re.compile(r"-\d+$")
 _CELL_PREFIX = re.compile(r"^cell[-_]", re.IGNORECASE)
@@ -73,7 +66,7 @@ def region_of_cell(cell: str) -> str:
     return _CELL_SUFFIX.sub("", _CELL_PREFIX.sub("", cell)).lower()
 
 
-def rewrite(text: str, bad: list[str], policy: PublicPolicy, nodes: list[str], inc: "Incident") -> str:
+def rewrite(text: str, bad: list[str], policy: PublicPolicy, nodes: list[str], inc: Incident) -> str:
     """``text`` at public granularity: cells become their region, node names go."""
     out = text
     for word in sorted(bad, key=len, reverse=True):
@@ -90,13 +83,13 @@ def rewrite(text: str, bad: list[str], policy: PublicPolicy, nodes: list[str], i
     return f"{', '.join(products)}: {out}" if products else out
 
 
-def region_of(inc: "Incident") -> str:
+def region_of(inc: Incident) -> str:
     if inc.regions:
         return ", ".join(inc.regions)
     regions = dict.fromkeys(region_of_cell(c) for c in inc.cells)
     return ", ".join(regions) or "<region>"
 
 
-def suggestion(inc: "Incident") -> str:
+def suggestion(inc: Incident) -> str:
     product = ", ".join(inc.products) or "<product>"
     return f"{product}, {region_of(inc)}: <what users see, e.g. elevated latency> since {hhmm(inc.detected_at)} UTC"

@@ -1,10 +1,11 @@
 """Pasted-secret detection for incident channels. Pure: returns kinds, never the match."""
+
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
-from bot.comms.policy import SecretPattern
+from bot.policy.comms import SecretPattern
 from bot.redact import BUILTIN_PATTERNS
 
 

@@ -6,21 +6,19 @@ incident, ``sync`` reschedules the reminder when that due changed. A reminder jo
 carries the due it was scheduled for and posts only if it is still the due, so a
 stale job can never post a wrong reminder.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot import logs
-from bot.comms import scripts
-from bot.comms.system import is_done
-from bot.core import dispatch
+from bot.comms.store import store
 from bot.core.request import Outcome, Request
+from bot.core.services import Services
+from bot.incidents.commands import Accept, Handoff
+from bot.incidents.store import repo
 from bot.policy.models import CadencePolicy
-from bot.scheduler import on_start
 from bot.store import Keys
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
 
 log = logs.get(__name__)
 
@@ -34,14 +32,14 @@ def escalation_at(due: float, round_: int, cadence: CadencePolicy, sev: int) -> 
     return due + cadence.escalate_after_minutes * 60 + (round_ - 1) * cadence.interval_minutes[sev] * 60
 
 
-async def sync(svc: "Services", inc_id: str) -> str:
+async def sync(svc: Services, inc_id: str) -> str:
     """Reschedule when the due changed since the last sync; returns the due ("" when none)."""
-    changed, target, prev = await scripts.loaded(svc).sync_mark(
-        keys=[Keys.incident(inc_id), Keys.comms(inc_id, "cadence")])
-    if not int(changed):
+    synced = await store(svc).sync_mark(inc_id)
+    target = synced.target
+    if not synced.changed:
         return target
     s = svc.scheduler
-    if target != prev:
+    if target != synced.previous:
         await s.cancel(ESCALATE, inc_id)  # the overdue clock restarts with the new due
     if target:
         await s.schedule(REMIND, inc_id, float(target), {"due": target})
@@ -50,7 +48,7 @@ async def sync(svc: "Services", inc_id: str) -> str:
     return target
 
 
-async def repair(svc: "Services", inc_id: str) -> None:
+async def repair(svc: Services, inc_id: str) -> None:
     """Schedule the reminder or escalation that should be pending but is not (a process died
     between a transition and its sync, or between a reminder and its escalation).
 
@@ -61,14 +59,15 @@ async def repair(svc: "Services", inc_id: str) -> None:
         return
     s, due, cad = svc.scheduler, float(target), svc.policy.cadence
     payload: dict[str, Any] = {"due": target}
-    if not await is_done(svc, Keys.comms(inc_id, f"reminded:{target}")):
+    marks = store(svc)
+    if not await marks.is_done(Keys.comms(inc_id, f"reminded:{target}")):
         kind, at = REMIND, due
-    elif not await is_done(svc, Keys.comms(inc_id, f"escalated:{target}")):
+    elif not await marks.is_done(Keys.comms(inc_id, f"escalated:{target}")):
         kind, at = ESCALATE, due + cad.escalate_after_minutes * 60
     else:
         # Escalations repeat; the next round from now (a round missed while every process was down is
         # not replayed: the next one says the same).
-        inc = await svc.incidents.get(inc_id)
+        inc = await repo(svc).get(inc_id)
         if inc is None:
             return
         first, every = escalation_at(due, 1, cad, inc.sev), cad.interval_minutes[inc.sev] * 60
@@ -78,23 +77,21 @@ async def repair(svc: "Services", inc_id: str) -> None:
         await s.schedule(kind, inc_id, at, payload)
 
 
-async def _after(svc: "Services", req: Request, outcome: Outcome, inc_id: str | None) -> None:
+async def after_request(svc: Services, req: Request, outcome: Outcome, inc_id: str | None) -> None:
+    """Observer: after every request on an incident, move the reminder with its due, and start
+    or stop a handoff's nudge."""
     if inc_id is None or not outcome.ok:
         return
     await sync(svc, inc_id)
     handoff = outcome.audit.get("handoff")
-    if req.command.name == "handoff" and handoff:
+    if isinstance(req.command, Handoff) and handoff:
         minutes = svc.policy.cadence.handoff_nudge_minutes
         await svc.scheduler.schedule(NUDGE, f"{inc_id}/{handoff}", svc.clock.now() + minutes * 60, {})
-    elif req.command.name == "accept" and handoff:
+    elif isinstance(req.command, Accept) and handoff:
         await svc.scheduler.cancel(NUDGE, f"{inc_id}/{handoff}")
 
 
-dispatch.AFTER.append(_after)
-
-
-@on_start
-async def resync_open_incidents(svc: "Services") -> None:
+async def resync_open_incidents(svc: Services) -> None:
     """After a crash between a transition and its sync, the jobs catch up at start."""
-    for inc_id in await svc.incidents.open_ids():
+    for inc_id in await repo(svc).open_ids():
         await repair(svc, inc_id)

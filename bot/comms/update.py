@@ -6,53 +6,59 @@ anything is recorded or posted, with the words and a product × region rewrite;
 so is text holding a secret (naming its kind, never the secret). The secret is
 kept out of every audit entry too: the audit log scrubs each entry's detail with the
 built-in and policy patterns (bot/redact.py) before it is hashed and stored.
+
+The reminder's "Post update" button opens the same update as a form, prefilled with the
+last one; the form is refused on the field by the same two checks (``check_form``).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from bot.chat import ChatError, FieldError
 from bot.clock import hhmm
-from bot.comms import public, secrets
-from bot.core.grammar import Spec
-from bot.core.registry import route
+from bot.comms import public, secrets, views
+from bot.comms.commands import UpdateForm
+from bot.comms.hooks import PRIVATE_NAMES
 from bot.core.request import Outcome, Refusal, Request
+from bot.core.services import Services
 from bot.incidents.commands import Update
 from bot.incidents.models import Incident
-from bot.incidents.views import announce, joined, refresh_card
-from bot.slack.gateway import SlackFailure
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
+from bot.incidents.posts import announce, joined, refresh_card
+from bot.incidents.store import UpdateRecorded, repo
 
 
-def secret_problem(svc: "Services", text: str) -> str | None:
+def secret_problem(svc: Services, text: str) -> str | None:
     """Why ``text`` must not be posted or stored because it holds a secret, or None."""
     kinds = secrets.scan(text, svc.policy.comms.secret_patterns)
     if not kinds:
         return None
-    return (f"Not posted: that update looks like it contains a {secrets.kinds_text(kinds)}. Nothing was posted "
-            "or stored. Rotate that credential, then post the update without it.")
+    return (
+        f"Not posted: that update looks like it contains a {secrets.kinds_text(kinds)}. Nothing was posted "
+        "or stored. Rotate that credential, then post the update without it."
+    )
 
 
-async def _private_nodes(svc: "Services", inc: Incident) -> list[str]:
+async def _private_nodes(svc: Services, inc: Incident) -> list[str]:
     names: list[str] = []
-    for source in public.PRIVATE_NAMES:
+    for source in svc.registry.hooked(PRIVATE_NAMES):
         names += await source(svc, inc)
     return names
 
 
-async def public_problem(svc: "Services", inc: Incident, text: str) -> tuple[str, list[str]] | None:
+async def public_problem(svc: Services, inc: Incident, text: str) -> tuple[str, list[str]] | None:
     """Why ``text`` cannot be the public summary (message, offending words), or None."""
     rules, nodes = svc.policy.comms.public, await _private_nodes(svc, inc)
     bad = public.offending(text, rules, [*inc.cells, *nodes])
     if not bad:
         return None
     words = ", ".join(f"`{w}`" for w in bad)
-    return (f"Not posted: public updates are product × region, and this names {words}. "
-            f"Try: `/incident update {public.rewrite(text, bad, rules, nodes, inc)}`", bad)
+    return (
+        f"Not posted: public updates are product × region, and this names {words}. "
+        f"Try: `/incident update {public.rewrite(text, bad, rules, nodes, inc)}`",
+        bad,
+    )
 
 
-async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str:
+async def _publish(svc: Services, inc: Incident, text: str, now: float) -> str:
     """Post the public summary; returns what the reply should say about it."""
     channel = svc.settings.firebreak_stakeholder_channel
     if not channel:
@@ -60,17 +66,13 @@ async def _publish(svc: "Services", inc: Incident, text: str, now: float) -> str
     scope = " · ".join(x for x in (", ".join(inc.products), public.region_of(inc)) if x and x != "<region>")
     head = f"*{inc.id}* ({scope})" if scope else f"*{inc.id}*"
     try:
-        await svc.slack.post(channel, f":mega: {head} update at {hhmm(now)} UTC: {text}")
-    except SlackFailure as f:
+        await svc.chat.post(channel, f":mega: {head} update at {hhmm(now)} UTC: {text}")
+    except ChatError as f:
         return f"(the stakeholder channel post failed: {f.error}; post it there by hand)"
     return f"Also posted to <#{channel}>."
 
 
-@route(Update, spec=Spec("/incident update <text>", rest="text", rest_raw=True),
-       summary="post a status update (product × region); resets the cadence")
-async def update(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
-    cmd: Update = req.command  # type: ignore[assignment]
-    assert inc is not None
+async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Outcome:
     leak = secret_problem(svc, cmd.text)
     if leak:
         raise Refusal(leak, secret_kinds=secrets.scan(cmd.text, svc.policy.comms.secret_patterns))
@@ -78,13 +80,49 @@ async def update(svc: "Services", req: Request, inc: Incident | None) -> Outcome
     if bad:
         raise Refusal(bad[0], offending=bad[1])
     now = svc.clock.now()
-    change = await svc.incidents.record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
-    if change.code != 1:
+    change = await repo(svc).record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
+    if change.code is not UpdateRecorded.RECORDED:
         raise Refusal(f"{inc.id} is resolved; updates now go in the postmortem.")
     warn = await announce(svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {cmd.text}")
     published = await _publish(svc, inc, cmd.text, now)
     warn2 = await refresh_card(svc, inc.id)
     due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""
-    return Outcome(message=joined(f"Update posted.{due}", published, warn, warn2),
-                   audit={"next_update_due": change.before,
-                          "stakeholder_channel": svc.settings.firebreak_stakeholder_channel})
+    return Outcome(
+        message=joined(f"Update posted.{due}", published, warn, warn2),
+        audit={"next_update_due": change.before, "stakeholder_channel": svc.settings.firebreak_stakeholder_channel},
+    )
+
+
+# The update form (the reminder's "Post update" button) -----------------------------------------
+
+
+async def update_form(svc: Services, req: Request, cmd: UpdateForm, inc: Incident) -> Outcome:
+    if not req.trigger_id:
+        raise Refusal("Use `/incident update <text>` to post an update.")
+    try:
+        await svc.chat.open_form(req.trigger_id, views.update_form(inc.id, inc.title, inc.last_update_text))
+    except ChatError as f:
+        raise Refusal(f"Slack did not open the form ({f.error}); use `/incident update <text>`.") from None
+    return Outcome(message="", audit={"prefilled": bool(inc.last_update_text)})
+
+
+def parse_form(values: dict[str, str]) -> Update:
+    """The submitted form -> the update; bad input stays on the form with the reason."""
+    text = values.get("text", "").strip()
+    if not text:
+        raise FieldError("text", "Write the update: what users see, in which product and region.")
+    if len(text) > 3000:
+        raise FieldError("text", "Keep it under 3000 characters.")
+    return Update(text=text)
+
+
+async def check_form(svc: Services, cmd: Update, inc_id: str | None) -> FieldError | None:
+    """The rules `/incident update` applies, run on the form itself so the person keeps what they typed."""
+    inc = await repo(svc).get(inc_id) if inc_id else None
+    if inc is None:
+        return None
+    leak = secret_problem(svc, cmd.text)
+    if leak:
+        return FieldError("text", leak)
+    bad = await public_problem(svc, inc, cmd.text)
+    return FieldError("text", bad[0][:2000]) if bad else None

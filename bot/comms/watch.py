@@ -1,33 +1,30 @@
 """The incident channel is a data store: flag pasted secrets.
 
-The message listener scans first (pure, no I/O); only a flagged message in an
-incident channel becomes a request, run on the after-ack lane like every other and
-deduplicated by Slack's event_id in Redis, so a retried delivery is never processed
-twice (a delivery whose processing died or whose warning Slack refused is processed again). The warning names the kind of
-secret and never repeats it; the audit entry (from the one executor) holds the
-kinds and the message ts, not the text.
+The chat surface's message listener (bot/slack/events.py) asks ``flagged`` first
+(pure, no I/O: the person-written text scanned with the built-in and policy
+patterns); only a flagged message goes on to ``flag``, run on the after-ack lane like
+every other request. ``flag`` keeps to messages in an incident channel and
+deduplicates by the delivery's event id in Redis, so a retried delivery is never
+processed twice (a delivery whose processing died or whose warning the chat refused
+is processed again). The warning names the kind of secret and never repeats it; the
+audit entry (from the one executor) holds the kinds and the message ts, not the text.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from slack_bolt.async_app import AsyncApp
+from dataclasses import dataclass
+from typing import Any
 
 from bot import logs
+from bot.chat import ChatError
 from bot.comms.commands import SecretFlag
 from bot.comms.secrets import kinds_text, scan
 from bot.comms.system import Once
 from bot.core import dispatch
-from bot.core.registry import route
 from bot.core.request import Outcome, Request, Source
+from bot.core.services import Services
 from bot.incidents.models import Incident
-from bot.slack import app as slack_app
-from bot.slack.gateway import SlackFailure
-from bot.slack.lane import Lane
 from bot.store import Keys
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
 
 log = logs.get(__name__)
 
@@ -49,50 +46,69 @@ def human_message(event: dict[str, Any]) -> dict[str, Any] | None:
     return event
 
 
-@route(SecretFlag, spec=None, summary="a pasted secret was flagged (message event)")
-async def secret_flag(svc: "Services", req: Request, inc: Incident | None) -> Outcome:
-    cmd: SecretFlag = req.command  # type: ignore[assignment]
-    assert inc is not None and inc.channel_id
-    text = (f":warning: <@{req.actor}> that message looks like it contains a {kinds_text(cmd.kinds)}. "
-            "This channel is a data store: delete the message and rotate the credential now. "
-            "Link to the audit-store query instead of pasting secrets, prompts or PII.")
-    try:
-        await svc.slack.post(inc.channel_id, text, thread_ts=cmd.message_ts)
-    except SlackFailure as f:
-        return Outcome(result="error", message=f"Could not post the warning ({f.error}).",
-                       audit={"slack_error": f.error})
-    return Outcome(message="flagged", audit={"kinds": cmd.kinds})
+@dataclass(frozen=True)
+class Flagged:
+    """A person's message that looks like it holds a secret: where it is and which kinds, never the text."""
+
+    channel: str
+    user: str
+    ts: str | None
+    thread_ts: str | None
+    kinds: list[str]
 
 
-async def _flag(svc: "Services", body: dict[str, Any], msg: dict[str, Any], kinds: list[str]) -> None:
-    channel = str(msg.get("channel") or "")
-    inc_id = await svc.incidents.by_channel(channel)
+def _opt(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def flagged(svc: Services, event: dict[str, Any]) -> Flagged | None:
+    """The message event as something to flag, or None (not a person's words, or nothing found). No I/O."""
+    msg = human_message(event)
+    if msg is None or not msg.get("user"):
+        return None
+    kinds = scan(str(msg.get("text") or ""), svc.policy.comms.secret_patterns)
+    if not kinds:
+        return None
+    return Flagged(
+        channel=str(msg.get("channel") or ""),
+        user=str(msg["user"]),
+        ts=_opt(msg.get("ts")),
+        thread_ts=_opt(msg.get("thread_ts")),
+        kinds=kinds,
+    )
+
+
+async def flag(svc: Services, event_id: str | None, found: Flagged) -> None:
+    """Warn in the incident channel about ``found``, once per delivery (``event_id``; None: the
+    channel and message ts stand in). Outside an incident channel nothing happens."""
+    inc_id = await svc.incidents.by_channel(found.channel)
     if inc_id is None:
         return
-    event_id = str(body.get("event_id") or f"{channel}:{msg.get('ts')}")
+    event_id = str(event_id or f"{found.channel}:{found.ts}")
     once = Once(svc, Keys.dedupe("slack-event", event_id))
     if not await once.claim():
         log.info("event_duplicate", event_id=event_id, incident=inc_id)
         return
     # Warn in the message's thread (a reply in a thread warns in that thread).
-    cmd = SecretFlag(kinds=kinds, message_ts=str(msg.get("thread_ts") or msg.get("ts") or "")[:40])
-    out = await dispatch.execute(svc, Request(command=cmd, actor=msg["user"], source=Source.event,
-                                              channel_id=channel, incident_id=inc_id))
-    # Not warned (Slack refused): Slack's own retry of the event gets another go.
+    cmd = SecretFlag(kinds=found.kinds, message_ts=(found.thread_ts or found.ts or "")[:40])
+    out = await dispatch.execute(
+        svc, Request(command=cmd, actor=found.user, source=Source.event, channel_id=found.channel, incident_id=inc_id)
+    )
+    # Not warned (the chat refused): the platform's own retry of the event gets another go.
     await (once.done() if out.ok else once.release())
 
 
-def install(app: AsyncApp, svc: "Services") -> None:
-    lane: Lane = svc.extras["after_ack"]
-
-    @app.event("message")
-    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
-        msg = human_message(event)
-        if msg is None or not msg.get("user"):
-            return
-        kinds = scan(str(msg.get("text") or ""), svc.policy.comms.secret_patterns)
-        if kinds:
-            lane.submit(lambda: _flag(svc, body, msg, kinds))
-
-
-slack_app.LISTENERS.append(install)
+async def secret_flag(svc: Services, req: Request, cmd: SecretFlag, inc: Incident) -> Outcome:
+    assert inc.channel_id  # found by its channel (flag)
+    text = (
+        f":warning: <@{req.actor}> that message looks like it contains a {kinds_text(cmd.kinds)}. "
+        "This channel is a data store: delete the message and rotate the credential now. "
+        "Link to the audit-store query instead of pasting secrets, prompts or PII."
+    )
+    try:
+        await svc.chat.post(inc.channel_id, text, thread=cmd.message_ts)
+    except ChatError as f:
+        return Outcome(
+            result="error", message=f"Could not post the warning ({f.error}).", audit={"slack_error": f.error}
+        )
+    return Outcome(message="flagged", audit={"kinds": cmd.kinds})

@@ -1,12 +1,15 @@
 """The console's `audit`: every entry on one line, then the hash-chain check."""
+
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bot.audit import verify_entries
 from bot.console.people import Directory
 from bot.core.services import Services
+from bot.ids import SYSTEM_ACTOR
 
 
 async def show(svc: Services, out: Callable[[str], None], people: Directory) -> bool:
@@ -14,7 +17,7 @@ async def show(svc: Services, out: Callable[[str], None], people: Directory) -> 
     for e in entries:
         detail = e.get("detail") or {}
         brief = ", ".join(f"{k}={_short(v)}" for k, v in detail.items() if k not in ("source",))
-        actor = people.name(e.get("actor", "")) if e.get("actor") != "system" else "system"
+        actor = people.name(e.get("actor", "")) if e.get("actor") != SYSTEM_ACTOR else SYSTEM_ACTOR
         out(f"  {e.get('seq')}  {e.get('ts')}  {e.get('incident') or '-'}  {actor}  {e.get('action')}  {brief}")
     bad = verify_entries(entries)
     out(f"  audit chain OK ({len(entries)} entries)" if bad is None else f"  audit chain BROKEN at seq {bad}")

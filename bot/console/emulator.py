@@ -4,14 +4,16 @@ It implements only the methods Firebreak calls, keeps channels and messages
 in memory, and hands every message the app sends to ``on_event`` so the
 console can print it. It never injects faults: that is the test fake's job.
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -162,8 +164,14 @@ class SlackEmulator:
 
     # methods ----------------------------------------------------------------
     def _auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
-        return {"url": "https://console.invalid/", "team": "console", "user": "firebreak", "team_id": TEAM,
-                "user_id": BOT_USER, "bot_id": "BFIREBREAK"}
+        return {
+            "url": "https://console.invalid/",
+            "team": "console",
+            "user": "firebreak",
+            "team_id": TEAM,
+            "user_id": BOT_USER,
+            "bot_id": "BFIREBREAK",
+        }
 
     def _create(self, a: dict[str, Any]) -> dict[str, Any]:
         name = str(a.get("name", ""))
@@ -234,5 +242,14 @@ class SlackEmulator:
         if not uid:
             raise ApiError("user_not_found")
         name = self.names(uid)
-        return {"user": {"id": uid, "team_id": TEAM, "name": name, "real_name": name, "is_bot": uid == BOT_USER,
-                         "tz": "UTC", "profile": {"display_name": name, "real_name": name}}}
+        return {
+            "user": {
+                "id": uid,
+                "team_id": TEAM,
+                "name": name,
+                "real_name": name,
+                "is_bot": uid == BOT_USER,
+                "tz": "UTC",
+                "profile": {"display_name": name, "real_name": name},
+            }
+        }

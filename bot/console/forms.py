@@ -1,6 +1,7 @@
 """The console's ways to do what a person does in Slack beyond commands and buttons:
 fill and submit an open modal, and post a plain message in a channel (`say`).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from bot.console.session import Console
 
 
-def type_text(c: "Console", text: str) -> bool:
+def type_text(c: Console, text: str) -> bool:
     if c.modal is None:
         return c._fail("No form is open. Forms open from buttons, e.g. `press N` on Post update.")
     c.draft = text
@@ -20,7 +21,7 @@ def type_text(c: "Console", text: str) -> bool:
     return True
 
 
-async def submit(c: "Console") -> bool:
+async def submit(c: Console) -> bool:
     if c.modal is None:
         return c._fail("No form is open to submit.")
     modal, c.modal = c.modal, None
@@ -33,7 +34,7 @@ async def submit(c: "Console") -> bool:
     return ok
 
 
-def cancel(c: "Console") -> bool:
+def cancel(c: Console) -> bool:
     if c.modal is None:
         return c._fail("No form is open.")
     c.modal, c.draft = None, ""
@@ -41,7 +42,7 @@ def cancel(c: "Console") -> bool:
     return True
 
 
-async def say(c: "Console", text: str) -> bool:
+async def say(c: Console, text: str) -> bool:
     assert c.emulator and c.sender
     if not text:
         return c._fail("Usage: `say <message>` posts a plain message in the current channel.")

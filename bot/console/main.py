@@ -1,4 +1,5 @@
 """`firebreak console`: start the emulator and the real app, then read lines."""
+
 from __future__ import annotations
 
 import asyncio
@@ -6,8 +7,8 @@ import contextlib
 import secrets
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 from bot.clock import Clock
 from bot.config import load_settings
@@ -68,14 +69,19 @@ async def run_console(user: str, script: str | None) -> int:
     lines: list[str] | None = None
     if script is not None:
         try:
-            lines = Path(script).read_text(encoding="utf-8").splitlines()
+            # Read once before anything runs; off the loop, like every file read in the app.
+            text = await asyncio.to_thread(Path(script).read_text, encoding="utf-8")
+            lines = text.splitlines()
         except OSError as exc:
             print(f"firebreak: cannot read script {script}: {exc.strerror}", file=sys.stderr)
             return 2
     async with open_console(user, _say) as console:
         settings = console.svc.settings
-        store = ("State: Redis at REDIS_URL." if settings.redis_url else
-                 "State: EMBEDDED IN-MEMORY STORE (REDIS_URL is not set): everything is lost when you quit.")
+        store = (
+            "State: Redis at REDIS_URL."
+            if settings.redis_url
+            else "State: EMBEDDED IN-MEMORY STORE (REDIS_URL is not set): everything is lost when you quit."
+        )
         if not settings.redis_url:
             print("firebreak: REDIS_URL is not set: state lives in memory and is lost when you quit.", file=sys.stderr)
         _say(BANNER.format(store=store, log=LOG_PATH))
@@ -90,8 +96,9 @@ async def open_console(user: str, out: Callable[[str], None], clock: Clock | Non
     console_box: list[Console] = []
     emulator = SlackEmulator(token, lambda ev: console_box[0].show(ev), people.name)
     await emulator.start()
-    settings = load_settings(slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url,
-                             slack_app_token=None)
+    settings = load_settings(
+        slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url, slack_app_token=None
+    )
     rt = build_runtime(settings, clock)
     runner, port = await start_local(rt.web, access_log=False)
     sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)
@@ -99,9 +106,7 @@ async def open_console(user: str, out: Callable[[str], None], clock: Clock | Non
     console_box.append(console)
     console.attach(emulator, sender)
 
-    from bot.serve import BACKGROUND
-
-    tasks = [asyncio.create_task(start(rt.services)) for start in BACKGROUND]
+    tasks = [asyncio.create_task(rt.services.scheduler.run())]  # the app's timers, as `serve` runs them
     try:
         yield console
     finally:

@@ -1,4 +1,5 @@
 """Who is typing: `@alice`-style names mapped to Slack-like user ids, both ways."""
+
 from __future__ import annotations
 
 import re

@@ -1,17 +1,28 @@
 """Slack messages as terminal text: mrkdwn mentions resolved, blocks flattened, buttons numbered."""
+
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 _USER = re.compile(r"<@([A-Z0-9_]+)(?:\|[^>]*)?>")
 _CHAN = re.compile(r"<#([A-Z0-9_]+)(?:\|[^>]*)?>")
 _EMOJI = {
-    ":red_circle:": "🔴", ":large_orange_circle:": "🟠", ":large_yellow_circle:": "🟡", ":white_circle:": "⚪",
-    ":large_green_circle:": "🟢", ":rotating_light:": "🚨", ":mega:": "📣", ":handshake:": "🤝",
-    ":busts_in_silhouette:": "👥", ":white_check_mark:": "✅", ":warning:": "⚠️", ":lock:": "🔒",
+    ":red_circle:": "🔴",
+    ":large_orange_circle:": "🟠",
+    ":large_yellow_circle:": "🟡",
+    ":white_circle:": "⚪",
+    ":large_green_circle:": "🟢",
+    ":rotating_light:": "🚨",
+    ":mega:": "📣",
+    ":handshake:": "🤝",
+    ":busts_in_silhouette:": "👥",
+    ":white_check_mark:": "✅",
+    ":warning:": "⚠️",
+    ":lock:": "🔒",
 }
 
 
@@ -26,8 +37,12 @@ class Button:
 
 
 class Renderer:
-    def __init__(self, user_name: Callable[[str], str], channel_name: Callable[[str], str],
-                 learn: Callable[[str], None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        user_name: Callable[[str], str],
+        channel_name: Callable[[str], str],
+        learn: Callable[[str], None] = lambda _: None,
+    ) -> None:
         self.user_name = user_name
         self.channel_name = channel_name
         self.learn = learn

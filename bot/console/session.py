@@ -4,20 +4,21 @@ A line is finished when its one audit entry exists (every request writes
 exactly one) and its reply, if any, has arrived, so a script runs line by
 line in order without guessing at sleeps.
 """
+
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from bot.console import audit_view, forms, signed
 from bot.console.emulator import Event, SlackEmulator
 from bot.console.people import Directory
 from bot.console.render import Renderer
 from bot.core.services import Services
-from bot.store import Keys
 
 HELP = """\
 Type what you would type in Slack, plus a few console commands:
@@ -97,9 +98,12 @@ class Console:
             who = self.people.name(pending.actor) if pending else "you"
             self._print_block(f"  ↳ only @{who} sees: ", ev)
             return
-        head = {"post": f"{where}  firebreak:", "update": f"{where}  firebreak (edited):",
-                "ephemeral": f"{where}  only @{self.people.name(ev.user or '')} sees:",
-                "view": "modal opened:"}[ev.kind]
+        head = {
+            "post": f"{where}  firebreak:",
+            "update": f"{where}  firebreak (edited):",
+            "ephemeral": f"{where}  only @{self.people.name(ev.user or '')} sees:",
+            "view": "modal opened:",
+        }[ev.kind]
         self._print_block(head + " ", ev)
 
     def _print_block(self, head: str, ev: Event) -> None:
@@ -141,8 +145,10 @@ class Console:
             return True
         if self.modal is not None:
             return forms.type_text(self, text)
-        return self._fail(f"Unknown console command `{word[:30]}`. Type `help`, `say <text>` for a message, "
-                          "or start with `/incident`.")
+        return self._fail(
+            f"Unknown console command `{word[:30]}`. Type `help`, `say <text>` for a message, "
+            "or start with `/incident`."
+        )
 
     def _fail(self, message: str) -> bool:
         self.out(message)
@@ -152,30 +158,52 @@ class Console:
         assert self.emulator and self.sender
         self.people.learn(rest)
         key = f"k{next(self._keys)}"
-        body = signed.command_body(self.people.mentions(rest), self.user, self.people.name(self.user), self.channel,
-                                   self._channel_name(self.channel), self.emulator.response_url(key))
+        body = signed.command_body(
+            self.people.mentions(rest),
+            self.user,
+            self.people.name(self.user),
+            self.channel,
+            self._channel_name(self.channel),
+            self.emulator.response_url(key),
+        )
         return await self.send(body, key=key)
 
     async def _press(self, arg: str) -> bool:
         assert self.emulator and self.sender
         btn = self.render.buttons.get(int(arg)) if arg.isdigit() else None
         if btn is None and arg.isdigit() and int(arg) in self.render.replaced:
-            return self._fail(f"Button [{arg}] was replaced when its message was edited: press a number from "
-                              "the latest version of that message.")
+            return self._fail(
+                f"Button [{arg}] was replaced when its message was edited: press a number from "
+                "the latest version of that message."
+            )
         if btn is None:
             return self._fail(f"No button [{arg}]. Buttons are numbered in the messages above: `press 1`.")
         self.out(f"  (pressing [{btn.number}] {btn.label} as @{self.people.name(self.user)})")
         key = f"k{next(self._keys)}"
-        body = signed.action_body(btn.action_id, btn.value, self.user, self.people.name(self.user), btn.channel,
-                                  btn.message_ts, self.emulator.response_url(key))
+        body = signed.action_body(
+            btn.action_id,
+            btn.value,
+            self.user,
+            self.people.name(self.user),
+            btn.channel,
+            btn.message_ts,
+            self.emulator.response_url(key),
+        )
         return await self.send(body, key=key)
 
-    async def send(self, body: bytes, content_type: str = "application/x-www-form-urlencoded", *,
-                   key: str | None = None, ephemeral: bool = False, reply: bool = True) -> bool:
+    async def send(
+        self,
+        body: bytes,
+        content_type: str = "application/x-www-form-urlencoded",
+        *,
+        key: str | None = None,
+        ephemeral: bool = False,
+        reply: bool = True,
+    ) -> bool:
         """Post a signed request and wait until the app has answered it (its audit entry and reply)."""
         assert self.sender
         key = key or f"k{next(self._keys)}"
-        start = int(await self.svc.redis.llen(Keys.AUDIT_LOG))
+        start = await self.svc.audit.count()
         pending = self._pending[key] = Pending(self.user, ephemeral=ephemeral, reply=reply)
         self.form_errors = False
         try:
@@ -197,8 +225,11 @@ class Console:
             self.out(f"  (you are now in #{self._channel_name(self.channel)})")
         if entry is None:
             return False if pending.replies else self._fail("  (no answer from the app in time; see the log above)")
-        return entry["action"].startswith(("command.", "button.")) and entry["action"] not in (
-            "command.invalid", "button.invalid") and entry.get("detail", {}).get("result") == "ok"
+        return (
+            entry["action"].startswith(("command.", "button."))
+            and entry["action"] not in ("command.invalid", "button.invalid")
+            and entry.get("detail", {}).get("result") == "ok"
+        )
 
     async def _settle(self, pending: Pending, start: int) -> dict[str, Any] | None:
         loop = asyncio.get_running_loop()
@@ -223,8 +254,7 @@ class Console:
         return entry
 
     async def _entry_by(self, actor: str, start: int) -> dict[str, Any] | None:
-        for raw in await self.svc.redis.lrange(Keys.AUDIT_LOG, start, -1):
-            e = json.loads(raw)
+        for e in await self.svc.audit.since(start):
             if e.get("actor") == actor and str(e.get("action", "")).startswith(("command.", "button.")):
                 return e
         return None

@@ -1,4 +1,5 @@
 """Slack-signed requests to the app's own /slack/events, as Slack would send them."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,21 +23,48 @@ def signature(secret: str, ts: str, body: bytes) -> str:
 
 
 def command_body(text: str, user: str, user_name: str, channel: str, channel_name: str, response_url: str) -> bytes:
-    return urlencode({
-        "team_id": TEAM, "team_domain": "console", "channel_id": channel, "channel_name": channel_name,
-        "user_id": user, "user_name": user_name, "command": "/incident", "text": text, "api_app_id": APP_ID,
-        "response_url": response_url, "trigger_id": secrets.token_hex(8),
-    }).encode()
+    return urlencode(
+        {
+            "team_id": TEAM,
+            "team_domain": "console",
+            "channel_id": channel,
+            "channel_name": channel_name,
+            "user_id": user,
+            "user_name": user_name,
+            "command": "/incident",
+            "text": text,
+            "api_app_id": APP_ID,
+            "response_url": response_url,
+            "trigger_id": secrets.token_hex(8),
+        }
+    ).encode()
 
 
-def action_body(action_id: str, value: str, user: str, user_name: str, channel: str | None,
-                message_ts: str | None, response_url: str) -> bytes:
+def action_body(
+    action_id: str,
+    value: str,
+    user: str,
+    user_name: str,
+    channel: str | None,
+    message_ts: str | None,
+    response_url: str,
+) -> bytes:
     payload: dict[str, Any] = {
-        "type": "block_actions", "api_app_id": APP_ID, "team": {"id": TEAM, "domain": "console"},
+        "type": "block_actions",
+        "api_app_id": APP_ID,
+        "team": {"id": TEAM, "domain": "console"},
         "user": {"id": user, "username": user_name, "name": user_name, "team_id": TEAM},
-        "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button",
-                     "action_ts": f"{time.time():.6f}"}],
-        "response_url": response_url, "trigger_id": secrets.token_hex(8),
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": "b",
+                "value": value,
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+        "response_url": response_url,
+        "trigger_id": secrets.token_hex(8),
     }
     if channel:
         payload["channel"] = {"id": channel}
@@ -52,21 +80,36 @@ def submission_body(view: dict[str, Any], text: str, user: str, user_name: str) 
             action = str((b.get("element") or {}).get("action_id", ""))
             values[str(b.get("block_id", ""))] = {action: {"type": "plain_text_input", "value": text}}
     payload = {
-        "type": "view_submission", "api_app_id": APP_ID, "team": {"id": TEAM, "domain": "console"},
+        "type": "view_submission",
+        "api_app_id": APP_ID,
+        "team": {"id": TEAM, "domain": "console"},
         "user": {"id": user, "username": user_name, "name": user_name, "team_id": TEAM},
-        "trigger_id": secrets.token_hex(8), "view": {**view, "state": {"values": values}},
+        "trigger_id": secrets.token_hex(8),
+        "view": {**view, "state": {"values": values}},
     }
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
 def message_body(channel: str, user: str, text: str, ts: str) -> bytes:
     """A person's channel message, as the Events API delivers it (JSON)."""
-    return json.dumps({
-        "type": "event_callback", "team_id": TEAM, "api_app_id": APP_ID, "event_id": f"Ev{secrets.token_hex(6)}",
-        "event_time": int(time.time()),
-        "event": {"type": "message", "channel": channel, "user": user, "text": text, "ts": ts,
-                  "channel_type": "channel", "event_ts": ts},
-    }).encode()
+    return json.dumps(
+        {
+            "type": "event_callback",
+            "team_id": TEAM,
+            "api_app_id": APP_ID,
+            "event_id": f"Ev{secrets.token_hex(6)}",
+            "event_time": int(time.time()),
+            "event": {
+                "type": "message",
+                "channel": channel,
+                "user": user,
+                "text": text,
+                "ts": ts,
+                "channel_type": "channel",
+                "event_ts": ts,
+            },
+        }
+    ).encode()
 
 
 class Sender:
@@ -79,8 +122,11 @@ class Sender:
         if self._session is None:
             self._session = aiohttp.ClientSession()
         ts = str(int(time.time()))
-        headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts,
-                   "X-Slack-Signature": signature(self.secret, ts, body)}
+        headers = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature(self.secret, ts, body),
+        }
         async with self._session.post(self.url, data=body, headers=headers) as resp:
             return resp.status, await resp.text()
 

@@ -1,21 +1,21 @@
 """The one policy check every request passes (policies/commands.yaml + command rules)."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from bot.core.registry import ROUTES, Route
-from bot.core.request import Request
-from bot.incidents import roles
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-    from bot.incidents.models import Incident
+from bot.core.registry import Route
+from bot.core.request import IncidentView, Request
+from bot.core.services import Services
+from bot.policy import roles
 
 
-def after_resolve(svc: "Services") -> str:
+def after_resolve(svc: Services) -> str:
     """The typed commands a resolved incident still answers (commands.yaml when_resolved)."""
-    names = [n for n, r in svc.policy.commands.commands.items()
-             if r.when_resolved and n in ROUTES and ROUTES[n].spec is not None]
+    routes = svc.registry.routes
+    names = [
+        n
+        for n, r in svc.policy.commands.commands.items()
+        if r.when_resolved and n in routes and routes[n].spec is not None
+    ]
     return ", ".join(f"`/incident {n}`" for n in names) or "nothing"
 
 
@@ -24,15 +24,15 @@ def _who(allowed: list[str]) -> str:
     return " or ".join(names.get(a) or f"the {roles.title(a)}" for a in allowed)
 
 
-def _seats(allowed: list[str], inc: "Incident | None") -> str:
+def _seats(allowed: list[str], inc: IncidentView | None) -> str:
     """Who to ask: the people in the allowed seats, by name."""
     seats = [a for a in allowed if a in roles.ROLES]
     return f" ({roles.seated(inc, seats)})" if inc is not None and seats else ""
 
 
-async def authorize(svc: "Services", req: Request, route: Route, inc: "Incident | None") -> str | None:
+async def authorize(svc: Services, req: Request, route: Route, inc: IncidentView | None) -> str | None:
     """None when allowed, else the reason for the refusal (shown to the user)."""
-    if req.actor == "system":
+    if req.source.is_system:
         # Webhooks and timers are authenticated at their edge (bearer token, our own scheduler).
         return await route.rule(svc, req, inc) if route.rule else None
     rule = svc.policy.commands.commands.get(route.name)

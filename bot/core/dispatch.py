@@ -6,28 +6,21 @@ answer with the request id (logged with it), never a stack trace, and the
 answer says "nothing changed" only when that is true: when the failure came
 before the handler ran (the store unreachable for the lookup or policy check).
 """
+
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable
 
 import structlog
 from redis.exceptions import RedisError
 
 from bot import logs, metrics
 from bot.core import authz
-from bot.core.registry import ROUTES, Route
-from bot.core.request import Outcome, Refusal, Request
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-    from bot.incidents.models import Incident
+from bot.core.registry import Route
+from bot.core.request import SYSTEM_ACTOR, Command, IncidentView, Outcome, Refusal, Request, Source
+from bot.core.services import Services
 
 log = logs.get(__name__)
-
-# Observers of finished requests (svc, req, outcome, incident id): capabilities that keep
-# derived state in step with the incident, e.g. comms timers after a SEV or status change.
-AFTER: list[Callable[["Services", Request, Outcome, str | None], Awaitable[None]]] = []
 
 UNREACHABLE = "Firebreak can't reach its store (ref `{ref}`); nothing changed. Try again in a minute."
 CHECK_FAILED = "Something failed on Firebreak's side (ref `{ref}`); nothing changed. Try again in a minute."
@@ -41,40 +34,46 @@ def _failed(req: Request, exc: Exception) -> Outcome:
     return Outcome(result="error", message=f"{why}; part of this may have happened: check `/incident status`.")
 
 
-async def _decide(svc: "Services", req: Request, route: Route, inc: "Incident | None") -> Outcome:
+async def _decide(svc: Services, req: Request, route: Route, inc: IncidentView | None) -> Outcome:
     """Policy check and handler. Raises only when the check itself failed (nothing ran)."""
     if route.needs_incident and inc is None:
-        return Outcome.refused(f"`{route.name}` works inside an incident channel. "
-                               "Run it there, or start one with `/incident declare <title>`.")
+        return Outcome.refused(
+            f"`{route.name}` works inside an incident channel. "
+            "Run it there, or start one with `/incident declare <title>`."
+        )
     if denial := await authz.authorize(svc, req, route, inc):
         return Outcome.refused(denial)
     try:
-        return await route.handler(svc, req, inc)
+        return await route.call(svc, req, inc)
     except Refusal as r:
         return Outcome.refused(r.message, **r.audit)
-    except Exception as exc:  # noqa: BLE001 - answered, logged with the request id, and audited
+    except Exception as exc:
         log.exception("handler_failed")
         return _failed(req, exc)
 
 
-async def _audit(svc: "Services", req: Request, route: Route, outcome: Outcome, incident: str | None) -> Outcome:
-    detail = {"source": req.source.value, "args": req.command.model_dump(mode="json"),
-              "result": outcome.result}
+async def _audit(svc: Services, req: Request, route: Route, outcome: Outcome, incident: str | None) -> Outcome:
+    detail: dict[str, object] = {
+        "source": req.source.value,
+        "args": req.command.model_dump(mode="json"),
+        "result": outcome.result,
+    }
     if outcome.result != "ok":
         detail["reason"] = outcome.message
     detail.update(outcome.audit)
     try:
-        await svc.audit.append(f"command.{route.name}", actor=req.actor, incident=incident, detail=detail,
-                               request_id=req.id)
-    except Exception:  # noqa: BLE001 - what was done stays done; say the record is missing
+        await svc.audit.append(
+            f"command.{route.name}", actor=req.actor, incident=incident, detail=detail, request_id=req.id
+        )
+    except Exception:
         log.exception("audit_append_failed")
         note = f"(Firebreak could not write this to the audit log, ref `{req.id}`.)"
         return outcome.model_copy(update={"message": f"{outcome.message} {note}".strip()})
     return outcome
 
 
-async def execute(svc: "Services", req: Request) -> Outcome:
-    route = ROUTES[req.command.name]
+async def execute(svc: Services, req: Request) -> Outcome:
+    route = svc.registry.routes[req.command.name]
     started = time.perf_counter()
     # `incident` is bound once known; bound_contextvars restores the caller's context on exit.
     with structlog.contextvars.bound_contextvars(request_id=req.id, command=route.name, incident=req.incident_id):
@@ -85,7 +84,7 @@ async def execute(svc: "Services", req: Request) -> Outcome:
             inc = await svc.incidents.get(inc_id) if inc_id else None
             structlog.contextvars.bind_contextvars(incident=inc_id)  # for the handler's own log lines
             outcome = await _decide(svc, req, route, inc)
-        except Exception as exc:  # noqa: BLE001 - the lookup or policy check failed: the handler never ran
+        except Exception as exc:
             log.exception("request_failed_before_handler")
             metrics.REQUESTS.labels(route.name, "error", req.source.value).inc()
             text = UNREACHABLE if isinstance(exc, RedisError) else CHECK_FAILED
@@ -96,9 +95,21 @@ async def execute(svc: "Services", req: Request) -> Outcome:
         metrics.REQUEST_SECONDS.labels(route.name).observe(time.perf_counter() - started)
         structlog.contextvars.bind_contextvars(incident=incident)
         log.info("request_done", result=outcome.result, source=req.source.value)
-        for observe in AFTER:
+        for observe in svc.registry.observers:
             try:
                 await observe(svc, req, outcome, incident)
-            except Exception:  # noqa: BLE001 - the request is done and audited; observers self-heal
+            except Exception:
                 log.exception("after_hook_failed", hook=getattr(observe, "__name__", "?"))
         return outcome
+
+
+class JobRetry(Exception):
+    """Leave the job leased so the scheduler delivers it again (e.g. the chat was unreachable)."""
+
+
+async def run_system(svc: Services, cmd: Command, inc_id: str, source: Source = Source.scheduler) -> None:
+    """Firebreak's own work (a timer, a repair) as a request through the one executor.
+    An error outcome raises JobRetry, so a job stays leased and is delivered again."""
+    out = await execute(svc, Request(command=cmd, actor=SYSTEM_ACTOR, source=source, incident_id=inc_id))
+    if out.result == "error":
+        raise JobRetry(out.message)

@@ -3,6 +3,7 @@
 Phones send smart quotes and apostrophes; only double quotes group words, so
 "Chat's latency" stays one word and an unbalanced quote is just a character.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,7 +68,7 @@ class Spec:
         holders = _PLACEHOLDER.findall(_OPTIONAL.sub("", self.usage))
         names = [*self.positional, *([self.rest] if self.rest else [])]
         if field_name in names and names.index(field_name) < len(holders):
-            return holders[names.index(field_name)]
+            return str(holders[names.index(field_name)])
         return f"<{field_name}>"
 
     def parse(self, text: str) -> dict[str, Any]:

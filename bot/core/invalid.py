@@ -5,25 +5,29 @@ to the incident of the channel it came from so `audit export --incident` shows
 it. Best effort: the person already has their answer, so a store failure is
 logged, not raised.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot import logs
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
+from bot.core.services import Services
 
 log = logs.get(__name__)
 
 
 async def record(
-    svc: "Services", action: str, *, actor: str, detail: dict[str, Any], channel_id: str | None = None,
+    svc: Services,
+    action: str,
+    *,
+    actor: str,
+    detail: dict[str, Any],
+    channel_id: str | None = None,
     incident: str | None = None,
 ) -> None:
     try:
         if incident is None and channel_id:
             incident = await svc.incidents.by_channel(channel_id)
         await svc.audit.append(action, actor=actor, incident=incident, detail=detail)
-    except Exception:  # noqa: BLE001 - see the module docstring
+    except Exception:
         log.exception("invalid_input_not_audited", action=action)

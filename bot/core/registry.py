@@ -1,60 +1,193 @@
-"""The command registry: a command's typed model is its contract.
+"""The registry: what each capability declares, filled by one call per capability.
 
-Each domain module registers its commands with ``@route``; the Slack surface,
-the console, the webhook and the scheduler all look commands up here.
+bot/runtime.py lists the capabilities; each is a function ``register(reg)``
+that declares its commands (typed, pressed, submitted or run by the system),
+forms, scheduler jobs, request observers, start-up hooks and the extension
+points it fills. Nothing registers itself by being imported, so opening a
+capability's ``register`` shows everything it adds.
 """
+
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from bot.chat.views import FieldError
 from bot.core.grammar import Spec, UsageError, normalise
-from bot.core.request import Command, Outcome, Request
+from bot.core.request import Command, IncidentView, Outcome, Request
 from bot.policy.models import first_error
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # services.py holds a Registry: a real module cycle, for types only
     from bot.core.services import Services
-    from bot.incidents.models import Incident
 
-Handler = Callable[["Services", Request, Optional["Incident"]], Awaitable[Outcome]]
-# Extra policy rule a command family brings (levers, approvals). Returns a denial or None.
-Rule = Callable[["Services", Request, Optional["Incident"]], Awaitable[Optional[str]]]
+C = TypeVar("C", bound=Command)
+I = TypeVar("I", bound=IncidentView)  # noqa: E741 - the incident type a capability's handlers take
+F = TypeVar("F")
+
+# A handler gets its own command type and, when the route needs one, the incident (never None).
+Handler = Callable[["Services", Request, C, I], Awaitable[Outcome]]
+# Outside an incident channel there is none: such a handler takes the core's view, or None.
+AnywhereHandler = Callable[["Services", Request, C, "IncidentView | None"], Awaitable[Outcome]]
+# A command family's own policy rule, run inside the one policy check: a denial, or None.
+Rule = Callable[["Services", Request, Any], Awaitable["str | None"]]
+Call = Callable[["Services", Request, Any], Awaitable[Outcome]]
+# After every finished request (svc, request, outcome, incident id): keep derived state in step.
+Observer = Callable[["Services", Request, Outcome, "str | None"], Awaitable[None]]
+StartHook = Callable[["Services"], Awaitable[None]]
+JobHandler = Callable[["Services", Any], Awaitable[None]]  # (svc, bot.scheduler.Job)
+# A form's own check after a quick look at state (the form stays open with the error on a field).
+FormCheck = Callable[["Services", Any, "str | None"], Awaitable["FieldError | None"]]
+FormParse = Callable[[dict[str, str]], Command]
+# An HTTP way in of a capability's own (a webhook): svc -> an aiohttp handler (bot/server.py mounts it).
+WebHandlerFactory = Callable[["Services"], Callable[[Any], Awaitable[Any]]]
 
 
 @dataclass(frozen=True)
 class Route:
     name: str
     model: type[Command]
-    handler: Handler
-    spec: Spec | None  # None: not typed by users (buttons, webhooks, timers)
+    call: Call
+    spec: Spec | None  # None: not typed by people (a button, a form, a timer, an event)
     summary: str
     needs_incident: bool = True
     rule: Rule | None = None
-    ack: Callable[[Command], str] | None = None  # what the immediate ack says, if anything
+    ack: Callable[[Any], str] | None = None  # what the immediate ack says, if anything
 
 
-ROUTES: dict[str, Route] = {}
+@dataclass(frozen=True)
+class FormSpec:
+    """A form's submission -> its command. ``parse`` raises FieldError for bad input."""
+
+    command: type[Command]
+    parse: FormParse
+    check: FormCheck | None = None
 
 
-def route(
-    model: type[Command],
-    *,
-    spec: Spec | None,
-    summary: str = "",
-    needs_incident: bool = True,
-    rule: Rule | None = None,
-    ack: Callable[[Command], str] | None = None,
-) -> Callable[[Handler], Handler]:
-    def deco(fn: Handler) -> Handler:
-        if model.name in ROUTES:
+class Hook(Generic[F]):
+    """A named extension point. The capability that calls it declares it; others add to it in
+    their ``register``. Only a key: the functions live in the app's Registry."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Hook({self.name!r})"
+
+
+@dataclass
+class Registry:
+    routes: dict[str, Route] = field(default_factory=dict)
+    forms: dict[type[Command], FormSpec] = field(default_factory=dict)
+    jobs: dict[str, JobHandler] = field(default_factory=dict)
+    observers: list[Observer] = field(default_factory=list)
+    startup: list[StartHook] = field(default_factory=list)
+    http: list[tuple[str, str, WebHandlerFactory]] = field(default_factory=list)
+    _hooks: dict[str, list[Any]] = field(default_factory=dict)
+
+    # Commands ---------------------------------------------------------------------------------
+
+    def command(
+        self,
+        model: type[C],
+        handler: Handler[C, I],
+        *,
+        spec: Spec | None = None,
+        summary: str = "",
+        rule: Rule | None = None,
+        ack: Callable[[C], str] | None = None,
+    ) -> None:
+        """A command that runs inside an incident: the handler gets the incident, never None."""
+        self._add(model, handler, spec, summary, True, rule, ack)
+
+    def command_anywhere(
+        self,
+        model: type[C],
+        handler: AnywhereHandler[C],
+        *,
+        spec: Spec | None = None,
+        summary: str = "",
+        rule: Rule | None = None,
+    ) -> None:
+        """A command that also works outside an incident channel (declare, help)."""
+        self._add(model, handler, spec, summary, False, rule, None)
+
+    def _add(
+        self,
+        model: type[C],
+        handler: Callable[..., Awaitable[Outcome]],
+        spec: Spec | None,
+        summary: str,
+        needs_incident: bool,
+        rule: Rule | None,
+        ack: Callable[[C], str] | None,
+    ) -> None:
+        if model.name in self.routes:
             raise RuntimeError(f"command {model.name!r} registered twice")
-        ROUTES[model.name] = Route(model.name, model, fn, spec, summary, needs_incident, rule, ack)
-        return fn
 
-    return deco
+        async def call(svc: Services, req: Request, inc: Any) -> Outcome:
+            if not isinstance(req.command, model):
+                raise TypeError(f"{model.name} route got {type(req.command).__name__}")
+            return await handler(svc, req, req.command, inc)
+
+        self.routes[model.name] = Route(model.name, model, call, spec, summary, needs_incident, rule, ack)
+
+    def form(self, command: type[C], parse: Callable[[dict[str, str]], C], check: FormCheck | None = None) -> None:
+        """A form whose submission becomes ``command`` (which is also registered as a command)."""
+        self.forms[command] = FormSpec(command, parse, check)
+
+    # Jobs, observers, start-up ----------------------------------------------------------------
+
+    def job(self, kind: str, handler: JobHandler) -> None:
+        if kind in self.jobs:
+            raise RuntimeError(f"job kind {kind!r} registered twice")
+        self.jobs[kind] = handler
+
+    def observe(self, observer: Observer) -> None:
+        self.observers.append(observer)
+
+    def on_start(self, hook: StartHook) -> None:
+        """Run once when a scheduler loop starts, before its first tick (retried until it succeeds)."""
+        self.startup.append(hook)
+
+    def web(self, method: str, path: str, make: WebHandlerFactory) -> None:
+        """An HTTP endpoint (e.g. a webhook). Its handler must still turn what it gets into typed
+        requests for the executor: the endpoint authenticates, ``dispatch.execute`` decides."""
+        self.http.append((method, path, make))
+
+    # Extension points -------------------------------------------------------------------------
+
+    def add(self, hook: Hook[F], fn: F) -> None:
+        self._hooks.setdefault(hook.name, []).append(fn)
+
+    def hooked(self, hook: Hook[F]) -> list[F]:
+        return list(self._hooks.get(hook.name, ()))
+
+    # Typed text -------------------------------------------------------------------------------
+
+    def typed(self) -> list[Route]:
+        return [r for r in self.routes.values() if r.spec is not None]
+
+    def parse(self, text: str) -> Command:
+        """`/incident <text>` -> a typed command, or UsageError with what to type."""
+        text = normalise(text)
+        head, _, rest = text.partition(" ")
+        name = head.lower() or "help"
+        r = self.routes.get(name)
+        if r is None or r.spec is None:
+            raise UsageError(f"Unknown command `{head[:30]}`. {self._suggest(name)}")
+        data = r.spec.parse(rest)
+        try:
+            return r.model.model_validate(data, context={"commands": [t.name for t in self.typed()]})
+        except ValidationError as exc:
+            raise UsageError(_validation_message(exc, r.spec), r.spec.usage) from None
+
+    def _suggest(self, name: str) -> str:
+        close = difflib.get_close_matches(name, [r.name for r in self.typed()], n=1, cutoff=0.6)
+        return f"Did you mean `{close[0]}`? (`/incident help` lists them)" if close else "Try `/incident help`."
 
 
 _EXAMPLE = {"float_parsing": "a number, e.g. 14.4", "int_parsing": "a whole number, e.g. 512"}
@@ -74,35 +207,11 @@ def _validation_message(exc: ValidationError, spec: Spec) -> str:
     if err.type == "string_too_short":
         return f"{label.strip('<>').capitalize()} is too short: at least {ctx.get('min_length')} characters."
     if err.type == "string_too_long":
-        return (f"{label.strip('<>').capitalize()} is {len(str(given))} characters; keep it under "
-                f"{ctx.get('max_length')} (put details in the channel).")
+        return (
+            f"{label.strip('<>').capitalize()} is {len(str(given))} characters; keep it under "
+            f"{ctx.get('max_length')} (put details in the channel)."
+        )
     if err.type == "value_error" or not label:
         text = err.message  # our validators name the value themselves
         return text if text.endswith(".") else text + "."
     return f"{label} {err.message.removeprefix('Input ')}."
-
-
-def parse(text: str) -> Command:
-    """`/incident <text>` -> a typed command, or UsageError with what to type."""
-    text = normalise(text)
-    head, _, rest = text.partition(" ")
-    name = head.lower()
-    if not name:
-        name = "help"
-    r = ROUTES.get(name)
-    if r is None or r.spec is None:
-        raise UsageError(f"Unknown command `{head[:30]}`. {_suggest(name)}")
-    data = r.spec.parse(rest)
-    try:
-        return r.model.model_validate(data)
-    except ValidationError as exc:
-        raise UsageError(_validation_message(exc, r.spec), r.spec.usage) from None
-
-
-def _suggest(name: str) -> str:
-    close = difflib.get_close_matches(name, [r.name for r in typed_commands()], n=1, cutoff=0.6)
-    return f"Did you mean `{close[0]}`? (`/incident help` lists them)" if close else "Try `/incident help`."
-
-
-def typed_commands() -> list[Route]:
-    return [r for r in ROUTES.values() if r.spec is not None]

@@ -1,11 +1,16 @@
 """Typed requests and outcomes: what every way in is turned into."""
+
 from __future__ import annotations
 
 import uuid
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from bot.ids import SYSTEM_ACTOR
+
+__all__ = ["SYSTEM_ACTOR", "Command", "IncidentView", "Outcome", "Refusal", "Request", "Source"]
 
 
 class Source(str, Enum):
@@ -15,6 +20,35 @@ class Source(str, Enum):
     event = "event"
     console = "console"
     scheduler = "scheduler"
+    system = "system"  # Firebreak's own repair work (reconciling levers at start)
+
+    @property
+    def is_system(self) -> bool:
+        """Firebreak's own work: authenticated at its edge, not by a person's seat."""
+        return self in (Source.scheduler, Source.system)
+
+
+class IncidentView(Protocol):
+    """What the core (and levers) need of an incident: its id, SEV, channel and seats."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def sev(self) -> int: ...
+
+    @property
+    def channel_id(self) -> str | None: ...
+
+    @property
+    def cells(self) -> list[str]: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def holder(self, role: str) -> str | None: ...
+
+    def holders(self, user: str) -> list[str]: ...
 
 
 class Command(BaseModel):
@@ -36,7 +70,7 @@ class Request(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     command: Command
-    actor: str  # Slack user id, or "system"
+    actor: str  # the chat user id, or SYSTEM_ACTOR when source.is_system
     source: Source
     channel_id: str | None = None
     incident_id: str | None = None
@@ -59,7 +93,7 @@ class Outcome(BaseModel):
         return self.result == "ok"
 
     @classmethod
-    def refused(cls, message: str, **audit: Any) -> "Outcome":
+    def refused(cls, message: str, **audit: Any) -> Outcome:
         return cls(result="refused", message=message, audit=audit)
 
 

@@ -1,19 +1,30 @@
-"""Everything a handler may use, built once at start and passed in."""
+"""Everything a handler may use, built once at start (bot/runtime.py) and passed in."""
+
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from bot.audit import AuditLog
+from bot.chat import Chat
 from bot.clock import Clock
 from bot.config import Settings
-from bot.incidents.repo import IncidentRepo
+from bot.core.registry import Registry
+from bot.core.request import IncidentView
 from bot.policy import Policy
-from bot.slack.gateway import SlackGateway
+from bot.scheduler import Scheduler
 from bot.store import Redis
 
-if TYPE_CHECKING:
-    from bot.scheduler import Scheduler
+T = TypeVar("T")
+
+
+class IncidentLookup(Protocol):
+    """How the executor finds a request's incident (bot/incidents provides it)."""
+
+    async def get(self, inc_id: str) -> IncidentView | None: ...
+
+    async def by_channel(self, channel_id: str) -> str | None: ...
 
 
 @dataclass
@@ -22,16 +33,18 @@ class Services:
     policy: Policy
     redis: Redis
     clock: Clock
-    slack: SlackGateway
+    chat: Chat
     audit: AuditLog
-    incidents: IncidentRepo
-    # Capabilities that arrive with later work (kube clients, scheduler, Prometheus)
-    # register themselves here by name so the core does not import them.
-    extras: dict[str, Any] = field(default_factory=dict)
-    # What such a capability opened and must close at app cleanup (bot/runtime._close), e.g. kube clients.
+    scheduler: Scheduler
+    registry: Registry
+    incidents: IncidentLookup
+    # What a capability opened and must close at app cleanup (bot/runtime.close), e.g. kube clients.
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    _parts: dict[Any, Any] = field(default_factory=dict)
 
-    @property
-    def scheduler(self) -> "Scheduler":
-        """The durable timers (bot/scheduler), the one way to reach them."""
-        return self.extras["scheduler"]
+    def part(self, make: Callable[[Services], T]) -> T:
+        """A capability's own component (a store, a client pool): one per app, made on first use."""
+        got = self._parts.get(make)
+        if got is None:
+            got = self._parts[make] = make(self)
+        return got  # one value per factory: what it made

@@ -1,16 +1,16 @@
 """Typed incident commands: the contract of each `/incident` subcommand."""
+
 from __future__ import annotations
 
 import re
 from typing import ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from bot.core.grammar import user_id
-from bot.core.registry import typed_commands
 from bot.core.request import Command
-from bot.incidents.models import CELL_NAME
-from bot.incidents.roles import ROLES
+from bot.ids import CELL_NAME, HANDOFF_ID
+from bot.policy.roles import ROLES
 
 _SEV = re.compile(r"^(?:sev)?([1-4])$", re.IGNORECASE)
 
@@ -73,7 +73,7 @@ class Assess(Command):
     security: bool = False
 
     @model_validator(mode="after")
-    def _some_axis(self) -> "Assess":
+    def _some_axis(self) -> Assess:
         if self.users_burn is None and self.gpus is None and not self.quality and not self.security:
             raise ValueError("give at least one axis: --users-burn X, --gpus N, --quality or --security")
         return self
@@ -113,7 +113,7 @@ class Accept(Command):
     """Pressing Accept on a handoff (a button, never typed)."""
 
     name: ClassVar[str] = "accept"
-    handoff: str = Field(pattern=r"^HO-[0-9]+$")
+    handoff: str = Field(pattern=HANDOFF_ID.pattern)
 
 
 class Update(Command):
@@ -131,11 +131,12 @@ class Help(Command):
 
     @field_validator("topic")
     @classmethod
-    def _known(cls, v: str | None) -> str | None:
+    def _known(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is None:
             return v
-        names = [r.name for r in typed_commands()]
-        if v.strip().lower() not in names:
+        # The registry parsing the text passes the typed command names (Registry.parse).
+        names: list[str] = (info.context or {}).get("commands") or []
+        if names and v.strip().lower() not in names:
             raise ValueError(f"`{v[:30]}` is not a command; ask about one of: {', '.join(names)}")
         return v.strip().lower()
 

@@ -1,14 +1,10 @@
 """Incident domain models."""
+
 from __future__ import annotations
 
-import re
 from enum import Enum
 
 from pydantic import BaseModel, Field, field_validator
-
-INCIDENT_ID = re.compile(r"^INC-[1-9][0-9]*$")
-# A cell as commands name it (a Kubernetes-style label value): us-east-3.
-CELL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 class Status(str, Enum):

@@ -1,53 +1,71 @@
-"""Keeping the pinned incident card in step with the incident."""
+"""What the incident's messages say: the pinned card and the handoff message (plain view models)."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from bot.chat import Button, Buttons, Card, Context, Fields, Header, Press, Section
+from bot.clock import hhmm
+from bot.incidents.commands import Accept
+from bot.incidents.models import HandoffRecord, Incident
+from bot.policy.roles import ROLE_TITLES, ROLES
 
-from bot import logs
-from bot.slack import cards
-from bot.slack.gateway import SlackFailure
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
-
-log = logs.get(__name__)
+SEV_EMOJI = {1: ":red_circle:", 2: ":large_orange_circle:", 3: ":large_yellow_circle:", 4: ":white_circle:"}
 
 
-async def refresh_card(svc: "Services", inc_id: str) -> str | None:
-    """Edit the card in place. Returns a warning for the user when Slack refused.
-
-    Concurrent refreshes can reach Slack out of order, so after each edit the
-    state is read again and the card re-sent if it changed meanwhile: the last
-    edit to land is always followed by a check against the current state.
-    """
-    shown = None
-    for _ in range(3):
-        inc = await svc.incidents.get(inc_id)
-        if inc is None or not inc.channel_id or not inc.card_ts:
-            return None
-        if inc == shown:
-            return None
-        try:
-            await svc.slack.update(inc.channel_id, inc.card_ts, cards.card_text(inc), cards.incident_card(inc))
-        except SlackFailure as f:
-            log.warning("card_update_failed", error=f.error)
-            return f"(the incident card could not be updated: {f.error})"
-        shown = inc
-    return None
+def _roles_text(inc: Incident) -> str:
+    lines = [f"*{ROLE_TITLES[r]}*: <@{inc.roles[r].user}>" for r in ROLES if r in inc.roles]
+    return "\n".join(lines) or "_no roles assigned_"
 
 
-async def announce(svc: "Services", inc_id: str, text: str) -> str | None:
-    """Post in the incident channel; returns a warning when that failed."""
-    inc = await svc.incidents.get(inc_id)
-    if inc is None or not inc.channel_id:
-        return None
-    try:
-        await svc.slack.post(inc.channel_id, text)
-    except SlackFailure as f:
-        log.warning("announce_failed", error=f.error)
-        return f"(could not post in the incident channel: {f.error})"
-    return None
+def _due_text(inc: Incident) -> str:
+    if inc.next_update_due is None:
+        return "no update due" if inc.status.value != "active" else "next update: not scheduled"
+    return f"next update due {hhmm(inc.next_update_due)} UTC"
 
 
-def joined(message: str, *warnings: str | None) -> str:
-    return " ".join([message, *(w for w in warnings if w)])
+def card_text(inc: Incident) -> str:
+    return f"{inc.id} SEV{inc.sev} {inc.status.value}: {inc.title} ({_due_text(inc)})"
+
+
+def incident_card(inc: Incident) -> Card:
+    scope = ", ".join(inc.cells) or "no cells named"
+    public = " × ".join(x for x in (", ".join(inc.products), ", ".join(inc.regions)) if x)
+    ctx = [f"declared by <@{inc.declared_by}> at {hhmm(inc.declared_at)} UTC"]
+    if public:
+        ctx.append(f"public scope: {public}")
+    if inc.sev_reason:
+        ctx.append(f"SEV reason: {inc.sev_reason[:200]}")
+    return Card.of(
+        Header(f"{inc.id}: {inc.title}"),
+        Fields(
+            (
+                f"*Severity*\n{SEV_EMOJI[inc.sev]} SEV{inc.sev}",
+                f"*Status*\n{inc.status.value}",
+                f"*Cells*\n{scope}",
+                f"*Comms*\n{_due_text(inc)}",
+            )
+        ),
+        Section(_roles_text(inc)),
+        Context((" · ".join(ctx),)),
+    )
+
+
+def handoff_text(h: HandoffRecord, inc: Incident, now: float) -> str:
+    # DESIGN's shape: "IC handing to @x at 04:00 UTC; open threads: A, B; next update 04:30 UTC".
+    threads = ", ".join(h.threads) if h.threads else "none"
+    due = f"{hhmm(inc.next_update_due)} UTC" if inc.next_update_due else "not scheduled"
+    return (
+        f"{h.role.upper() if h.role == 'ic' else ROLE_TITLES[h.role]} handing to <@{h.to_user}> at {hhmm(now)} UTC; "
+        f"open threads: {threads}; next update {due}"
+    )
+
+
+def handoff_card(h: HandoffRecord, inc: Incident, now: float) -> Card:
+    accept = Button("Accept", Press(Accept(handoff=h.id), h.incident), style="primary")
+    return Card.of(Section(handoff_text(h, inc, now)), Buttons(f"handoff:{h.incident}", (accept,)))
+
+
+def handoff_done_card(h: HandoffRecord, inc: Incident, accepted_at: float) -> Card:
+    return Card.of(
+        Section(handoff_text(h, inc, h.requested_at)),
+        Context((f":white_check_mark: accepted by <@{h.to_user}> at {hhmm(accepted_at)} UTC",)),
+    )

@@ -4,17 +4,19 @@ A bad file is refused with its path, line and reason; Firebreak does not start
 on a policy it does not understand. A section whose file is absent from a
 custom directory falls back to the packaged default, and says so.
 """
+
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from bot import logs
-from bot.policy import sections
 from bot.policy.models import first_error
+from bot.policy.sections import SECTIONS, Policy
 from bot.policy.yamlsrc import line_for, load_with_lines
 
 log = logs.get(__name__)
@@ -32,7 +34,7 @@ def _packaged(name: str) -> tuple[str, str]:
 def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
     try:
         data, lines = load_with_lines(text)
-    except Exception as exc:  # yaml raises several error types; all mean "not YAML"
+    except yaml.YAMLError as exc:  # its subclasses (scanner, parser, constructor errors) all mean "not YAML"
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
         raise PolicyError(f"{where}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
@@ -40,17 +42,17 @@ def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
         return model.model_validate(data if data is not None else {})
     except ValidationError as exc:
         err = first_error(exc)
-        line = line_for(lines, err.loc)
-        raise PolicyError(f"{where}:{line or 1}: {err.field or '(top level)'}: {err.message}") from None
+        at = line_for(lines, err.loc)
+        raise PolicyError(f"{where}:{at or 1}: {err.field or '(top level)'}: {err.message}") from None
 
 
-def load_policy(policy_dir: Path | None = None) -> "sections.Policy":
+def load_policy(policy_dir: Path | None = None) -> Policy:
     if policy_dir is None and Path("policies").is_dir() and any(Path("policies").glob("*.yaml")):
         policy_dir = Path("policies")
     if policy_dir is not None and not policy_dir.is_dir():
         raise PolicyError(f"{policy_dir}: policy directory not found (FIREBREAK_POLICY_DIR)")
     parsed: dict[str, Any] = {}
-    for section, (filename, model) in sections.SECTIONS.items():
+    for section, (filename, model) in SECTIONS.items():
         path = policy_dir / filename if policy_dir else None
         if path is not None and path.is_file():
             text, where = path.read_text(encoding="utf-8"), str(path)
@@ -59,4 +61,4 @@ def load_policy(policy_dir: Path | None = None) -> "sections.Policy":
                 log.info("policy_default", section=section, file=filename)
             text, where = _packaged(filename)
         parsed[section] = _parse(model, text, where)
-    return sections.Policy(**parsed)
+    return Policy(**parsed)

@@ -2,13 +2,14 @@
 
 Each file is one section; ``Policy`` is the whole, validated at start.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bot.incidents.roles import ROLES
+from bot.policy.roles import ROLES
 
 
 class Strict(BaseModel):
@@ -77,7 +78,7 @@ class CadencePolicy(Strict):
     handoff_nudge_minutes: float = Field(default=10, gt=0)
 
     @model_validator(mode="after")
-    def _all_sevs(self) -> "CadencePolicy":
+    def _all_sevs(self) -> CadencePolicy:
         missing = [s for s in (1, 2, 3, 4) if s not in self.interval_minutes]
         if missing:
             raise ValueError(f"interval_minutes needs every SEV 1-4; missing {missing}")

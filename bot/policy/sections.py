@@ -1,15 +1,16 @@
 """Which file holds which policy section, and the assembled Policy.
 
-A capability that brings its own rules adds its section here.
+A capability that brings its own rules adds its section's model beside this file and names it here.
 """
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from bot.policy.approvals import ApprovalsPolicy
+from bot.policy.comms import CommsPolicy
+from bot.policy.levers import LeversPolicy
 from bot.policy.models import CadencePolicy, CommandsPolicy, SeverityPolicy
-from bot.approvals.policy import ApprovalsPolicy
-from bot.comms.policy import CommsPolicy
-from levers.policy import LeversPolicy
 
 
 class Policy(BaseModel):

@@ -3,6 +3,7 @@
 pydantic reports an error location as a path of keys; this maps that path
 back to a line in the file so a bad policy is refused with file:line: reason.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,11 +25,11 @@ def load_with_lines(text: str) -> tuple[Any, dict[Loc, int]]:
             out: dict[Any, Any] = {}
             for k, v in n.value:
                 key = k.value
-                lines[path + (key,)] = k.start_mark.line + 1
-                out[key] = walk(v, path + (key,))
+                lines[(*path, key)] = k.start_mark.line + 1
+                out[key] = walk(v, (*path, key))
             return out
         if isinstance(n, yaml.SequenceNode):
-            return [walk(v, path + (i,)) for i, v in enumerate(n.value)]
+            return [walk(v, (*path, i)) for i, v in enumerate(n.value)]
         # Scalars: let the safe constructor apply YAML's own typing rules.
         return yaml.SafeLoader("").construct_object(n, deep=True)
 

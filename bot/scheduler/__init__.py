@@ -1,9 +1,11 @@
 """Durable timed jobs in Redis: delivered once across replicas, surviving restarts.
 
-Use ``svc.scheduler.schedule(kind, key, due, payload)`` to (re)schedule,
-``cancel(kind, key)`` to drop, and ``@job_handler(kind)`` to handle.
+``svc.scheduler.schedule(kind, key, due, payload)`` (re)schedules, ``cancel(kind,
+key)`` drops; a capability handles a kind with ``reg.job(kind, handler)`` in its
+``register``, and bot/runtime.py binds the handlers to the scheduler.
 """
-from bot.scheduler.jobs import HANDLERS, STARTUP, Job, job_handler, on_start
+
+from bot.scheduler.jobs import Job
 from bot.scheduler.scheduler import Scheduler
 
-__all__ = ["HANDLERS", "STARTUP", "Job", "Scheduler", "job_handler", "on_start"]
+__all__ = ["Job", "Scheduler"]

@@ -1,11 +1,10 @@
-"""The job value handlers receive, and the handler registry."""
+"""The job value handlers receive."""
+
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,22 +18,6 @@ class Job:
     token: str = ""
 
 
-JobHandler = Callable[["Services", Job], Awaitable[None]]
-HANDLERS: dict[str, JobHandler] = {}
-# Run once when a scheduler loop starts, before the first tick (e.g. re-sync after a crash).
-STARTUP: list[Callable[["Services"], Awaitable[None]]] = []
-
-
-def job_handler(kind: str) -> Callable[[JobHandler], JobHandler]:
-    def deco(fn: JobHandler) -> JobHandler:
-        if kind in HANDLERS:
-            raise RuntimeError(f"job kind {kind!r} registered twice")
-        HANDLERS[kind] = fn
-        return fn
-
-    return deco
-
-
-def on_start(fn: Callable[["Services"], Awaitable[None]]) -> Callable[["Services"], Awaitable[None]]:
-    STARTUP.append(fn)
-    return fn
+# A job kind's handler, bound to the app's services by bot/runtime.py.
+RunJob = Callable[[Job], Awaitable[None]]
+StartHook = Callable[[], Awaitable[None]]

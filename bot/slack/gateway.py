@@ -1,36 +1,29 @@
-"""Outbound Slack Web API calls, in the vocabulary the domain needs.
+"""The Chat port over Slack's Web API: what the domain asks, as Slack calls.
 
 Retries on 429 (Retry-After), connection errors and 5xx are slack_sdk's retry
-handlers; Slack's own error codes surface as SlackFailure with the code.
+handlers; Slack's own error codes surface as ChatError with the code.
 """
+
 from __future__ import annotations
 
-import re
-import unicodedata
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
-
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
-from slack_sdk.models.blocks import Block
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import logs
+from bot.chat import Card, ChatError, Form
+from bot.slack import render
 
 log = logs.get(__name__)
-
-
-class SlackFailure(Exception):
-    def __init__(self, method: str, error: str) -> None:
-        super().__init__(f"{method}: {error}")
-        self.method = method
-        self.error = error
 
 
 def make_client(token: str, base_url: str) -> AsyncWebClient:
@@ -45,19 +38,9 @@ def make_client(token: str, base_url: str) -> AsyncWebClient:
     )
 
 
-def _blocks(blocks: Sequence[Block] | None) -> list[dict[str, Any]] | None:
-    # to_dict() runs slack_sdk's validators: a malformed block fails here, not at Slack.
-    return [b.to_dict() for b in blocks] if blocks else None
-
-
-def slugify(text: str, limit: int) -> str:
-    # Fold accents first (ñandú -> nandu) so non-ASCII titles keep their words.
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
-    return slug[:limit].strip("-") or "incident"
-
-
 class SlackGateway:
+    """Implements bot.chat.Chat."""
+
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
 
@@ -73,19 +56,19 @@ class SlackGateway:
         if self.client.session is not None and not self.client.session.closed:
             await self.client.session.close()
 
-    async def respond(self, response_url: str, text: str) -> None:
+    async def respond(self, reply_to: str, text: str) -> None:
         """An ephemeral reply to the person who acted, through the request's response_url."""
-        hook = AsyncWebhookClient(response_url, session=self.session(), timeout=self.client.timeout)
+        hook = AsyncWebhookClient(reply_to, session=self.session(), timeout=self.client.timeout)
         resp = await hook.send_dict({"text": text, "response_type": "ephemeral", "replace_original": False})
         if resp.status_code != 200:
-            raise SlackFailure("response_url", f"http_{resp.status_code}")
+            raise ChatError("response_url", f"http_{resp.status_code}")
 
     async def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
         self.session()
         try:
             resp = await self.client.api_call(method, **kwargs)
         except SlackApiError as exc:
-            raise SlackFailure(method, str(exc.response.get("error", "unknown_error"))) from None
+            raise ChatError(method, str(exc.response.get("error", "unknown_error"))) from None
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
     async def create_channel(self, base_name: str) -> tuple[str, str]:
@@ -95,34 +78,32 @@ class SlackGateway:
             name = base_name[: 80 - len(suffix)] + suffix
             try:
                 data = await self._call("conversations.create", params={"name": name})
-            except SlackFailure as f:
+            except ChatError as f:
                 if f.error == "name_taken":
                     continue
                 raise
             ch = data["channel"]
             return ch["id"], ch["name"]
-        raise SlackFailure("conversations.create", "name_taken")
+        raise ChatError("conversations.create", "name_taken")
 
     async def invite(self, channel: str, users: Sequence[str]) -> None:
         try:
             await self._call("conversations.invite", params={"channel": channel, "users": ",".join(users)})
-        except SlackFailure as f:
+        except ChatError as f:
             if f.error not in ("already_in_channel", "cant_invite_self"):
                 raise
 
-    async def post(
-        self, channel: str, text: str, blocks: Sequence[Block] | None = None, thread_ts: str | None = None
-    ) -> str:
+    async def post(self, channel: str, text: str, card: Card | None = None, thread: str | None = None) -> str:
         body: dict[str, Any] = {"channel": channel, "text": text}
-        if blocks:
-            body["blocks"] = _blocks(blocks)
-        if thread_ts:
-            body["thread_ts"] = thread_ts
+        if card:
+            body["blocks"] = render.blocks(card)
+        if thread:
+            body["thread_ts"] = thread
         data = await self._call("chat.postMessage", json=body)
         return str(data["ts"])
 
-    async def update(self, channel: str, ts: str, text: str, blocks: Sequence[Block] | None = None) -> None:
-        body: dict[str, Any] = {"channel": channel, "ts": ts, "text": text, "blocks": _blocks(blocks) or []}
+    async def update(self, channel: str, ts: str, text: str, card: Card | None = None) -> None:
+        body: dict[str, Any] = {"channel": channel, "ts": ts, "text": text, "blocks": render.blocks(card) or []}
         await self._call("chat.update", json=body)
 
     async def ephemeral(self, channel: str, user: str, text: str) -> None:
@@ -131,9 +112,9 @@ class SlackGateway:
     async def pin(self, channel: str, ts: str) -> None:
         try:
             await self._call("pins.add", params={"channel": channel, "timestamp": ts})
-        except SlackFailure as f:
+        except ChatError as f:
             if f.error != "already_pinned":
                 raise
 
-    async def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
-        await self._call("views.open", json={"trigger_id": trigger_id, "view": view})
+    async def open_form(self, trigger: str, form: Form) -> None:
+        await self._call("views.open", json={"trigger_id": trigger, "view": render.view(form)})

@@ -5,6 +5,7 @@ Bolt treats a form body as an interactive payload whenever the substring
 parsed as an empty request and was dropped as unhandled (Slack shows the
 user "dispatch_failed"). Here a body is a payload only when it has the field.
 """
+
 from __future__ import annotations
 
 import json

@@ -7,10 +7,11 @@ ack path short under load, and keep bursts of Slack calls under its rate
 limits. The queue lives in memory like Bolt's tasks did: the request was
 acknowledged, and a crash before it ran loses it either way.
 """
+
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from bot import logs
 
@@ -38,16 +39,26 @@ class Lane:
             job = await self._queue.get()
             try:
                 await job()
-            except Exception:  # noqa: BLE001 - one request's failure must not stop the worker
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this worker is being stopped (close)
+                log.warning("after_ack_cancelled")  # one request's work was cancelled; the worker goes on
+            except Exception:
                 log.exception("after_ack_failed")
             finally:
                 self._queue.task_done()
+
+    async def drain(self) -> None:
+        """Wait until everything submitted so far has run (tests: "nothing more happened")."""
+        if self._queue is not None:
+            await self._queue.join()
 
     async def close(self) -> None:
         if self._queue is not None:
             try:
                 await asyncio.wait_for(self._queue.join(), DRAIN_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("after_ack_dropped", pending=self._queue.qsize())
         for t in self._workers:
             t.cancel()

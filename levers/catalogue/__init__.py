@@ -1,9 +1,35 @@
-"""The lever catalogue: importing this registers every lever in levers.base.LEVERS."""
+"""The lever catalogue: every lever Firebreak can pull, listed here by hand, by name."""
+
 from __future__ import annotations
 
-from levers.base import LEVERS
-from levers.catalogue import jobset, keda, killswitch, kueue, node, rollout, route, sandbox  # noqa: F401
-from levers.policy import CATALOGUE
+from collections.abc import Mapping
 
-if set(LEVERS) != set(CATALOGUE):
-    raise RuntimeError(f"lever registry {sorted(LEVERS)} and levers.policy.CATALOGUE disagree")
+from bot.policy.levers import CATALOGUE
+from levers.base import Lever
+from levers.catalogue.jobset import JobSetSuspend
+from levers.catalogue.keda import KedaPause
+from levers.catalogue.killswitch import Killswitch
+from levers.catalogue.kueue import KueueHold, KueueHoldDrain
+from levers.catalogue.node import NodeQuarantine
+from levers.catalogue.rollout import RolloutAbort
+from levers.catalogue.route import RouteWeight
+from levers.catalogue.sandbox import SandboxQuarantine
+
+_ALL: tuple[Lever, ...] = (
+    KueueHold(),
+    KueueHoldDrain(),
+    KedaPause(),
+    RolloutAbort(),
+    RouteWeight(),
+    NodeQuarantine(),
+    JobSetSuspend(),
+    Killswitch(),
+    SandboxQuarantine(),
+)
+
+LEVERS: Mapping[str, Lever] = {lever.name: lever for lever in _ALL}
+
+# The policy (levers.yaml, the command grammar) names levers by bot.policy.levers.CATALOGUE, which
+# must not import the Kubernetes client; this is where the two lists are held to each other.
+if len(LEVERS) != len(_ALL) or set(LEVERS) != set(CATALOGUE):
+    raise RuntimeError(f"lever catalogue {sorted(LEVERS)} and bot.policy.levers.CATALOGUE disagree")

@@ -3,11 +3,12 @@
 The registry-outage move: scale-in can't destroy warm capacity while the
 pause annotation holds. The count comes from the scale target's /scale.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-from levers.base import Ctx, Kind, Lever, LeverRefusal, register
+from levers.base import Ctx, Kind, Lever, LeverRefusal
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, ptr
 
@@ -25,7 +26,6 @@ def scale_path(namespace: str, ref: dict[str, Any]) -> str:
     return f"{base}/namespaces/{namespace}/{plural}/{ref['name']}/scale"
 
 
-@register
 class KedaPause(Lever):
     name = "keda-pause"
     kind = Kind("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects", namespaced=True)
@@ -38,5 +38,10 @@ class KedaPause(Lever):
         scale = await ctx.kube.get(scale_path(ctx.target.namespace or "default", ref))
         replicas = int((scale.get("spec") or {}).get("replicas") or 0)
         kind = ref.get("kind") or "Deployment"
-        return merge_plan(self, ctx, obj, {ptr("metadata", "annotations", PAUSED): str(replicas)},
-                          f"paused at {replicas} replicas ({kind} {ref['name']})")
+        return merge_plan(
+            self,
+            ctx,
+            obj,
+            {ptr("metadata", "annotations", PAUSED): str(replicas)},
+            f"paused at {replicas} replicas ({kind} {ref['name']})",
+        )

@@ -2,6 +2,7 @@
 
 It only narrows (containment never widens access); undo restores the previous value.
 """
+
 from __future__ import annotations
 
 import re
@@ -9,7 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
-from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, Target, register
+from bot.policy.levers import LeversPolicy
+from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, container_pre, is_absent, ptr, read
 
@@ -28,7 +30,6 @@ class KillswitchParams(NoParams):
         return v
 
 
-@register
 class Killswitch(Lever):
     name = "killswitch"
     kind = Kind("ConfigMap", "", "v1", "configmaps", namespaced=True)
@@ -36,28 +37,30 @@ class Killswitch(Lever):
     Params = KillswitchParams
     usage = "tenant=<tenant> [level=read]"
 
-    def accepts(self, policy: Any, target: Target, params: BaseModel) -> None:
+    def accepts(self, policy: LeversPolicy, target: Target, params: BaseModel) -> None:
         pol = policy.killswitch
         if str(target) != pol.configmap:
             raise LeverRefusal(f"killswitch acts on the ConfigMap {pol.configmap} (policy); target that.")
-        level = params.level  # type: ignore[attr-defined]
+        level = params_as(params, KillswitchParams).level
         if level not in pol.levels:
             raise LeverRefusal(f"`level={level}` is not a level; use one of {', '.join(pol.levels)} (narrowest first).")
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         pol = ctx.policy.killswitch
-        p: KillswitchParams = ctx.params  # type: ignore[assignment]
+        p = ctx.params_as(KillswitchParams)
         levels = pol.levels
         key = pol.key_format.format(tenant=p.tenant)
         pointer = ptr("data", key)
         current = read(obj, pointer)
         if not is_absent(current):
             if current not in levels:
-                raise LeverRefusal(f"{key} is `{current}`, which policy does not rank ({', '.join(levels)}); "
-                                   "change it by hand.")
+                raise LeverRefusal(
+                    f"{key} is `{current}`, which policy does not rank ({', '.join(levels)}); change it by hand."
+                )
             if levels.index(p.level) > levels.index(current):
-                raise LeverRefusal(f"The killswitch only narrows: {p.tenant} is at `{current}`; "
-                                   f"`{p.level}` would widen it.")
+                raise LeverRefusal(
+                    f"The killswitch only narrows: {p.tenant} is at `{current}`; `{p.level}` would widen it."
+                )
         pre: dict[str, Any] = {}
         container_pre(obj, pre, "/data")
         return merge_plan(self, ctx, obj, {pointer: p.level}, f"{key}={p.level}", pre)

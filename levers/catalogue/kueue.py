@@ -1,9 +1,10 @@
 """kueue-hold / kueue-hold-drain: stop admissions on a ClusterQueue (spec.stopPolicy)."""
+
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from levers.base import Ctx, Kind, Lever, register
+from levers.base import Ctx, Kind, Lever
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan
 
@@ -18,14 +19,12 @@ class _StopPolicy(Lever):
         return merge_plan(self, ctx, obj, {"/spec/stopPolicy": self.stop}, f"stopPolicy={self.stop}")
 
 
-@register
 class KueueHold(_StopPolicy):
     name = "kueue-hold"
     summary = "ClusterQueue stopPolicy=Hold: no new admissions, running work continues"
     stop = "Hold"
 
 
-@register
 class KueueHoldDrain(_StopPolicy):
     name = "kueue-hold-drain"
     summary = "ClusterQueue stopPolicy=HoldAndDrain: also evicts admitted workloads"

@@ -4,6 +4,7 @@ Guarded by the node's resourceVersion (one retry on conflict is the
 executor's) and by the cell's budgets: a rate per hour and a minHealthy floor,
 both reserved in one atomic step just before the write (levers/budgets.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,7 @@ from typing import Any
 from pydantic import field_validator
 
 from levers import budgets
-from levers.base import Ctx, Kind, Lever, NoParams, register
+from levers.base import Ctx, Kind, Lever, NoParams
 from levers.catalogue.simple import merge_plan
 from levers.plan import LABELS, Plan, container_pre, is_absent, ptr, read
 
@@ -37,7 +38,6 @@ def taints_after(current: list[dict[str, Any]], taint: dict[str, Any]) -> list[d
     return [taint, *keep]
 
 
-@register
 class NodeQuarantine(Lever):
     name = "node-quarantine"
     kind = Kind("Node", "", "v1", "nodes", namespaced=False)
@@ -46,7 +46,7 @@ class NodeQuarantine(Lever):
     usage = "reason=<xid79> [ticket=<INC-7>]"
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
-        p: QuarantineParams = ctx.params  # type: ignore[assignment]
+        p = ctx.params_as(QuarantineParams)
         key = ctx.policy.node_quarantine.taint_key
         ticket = p.ticket or ctx.incident
         taint = {"key": key, "value": p.reason, "effect": "NoSchedule"}

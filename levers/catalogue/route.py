@@ -6,6 +6,7 @@ every receiving cell has headroom. The JSON patch tests the backend's name,
 its current weight and the resourceVersion, so a concurrent edit fails
 instead of being overwritten.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,12 +14,21 @@ from typing import Any
 from pydantic import Field
 
 from bot.clock import hhmm
-from bot.store import Keys
 from levers import headroom
-from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, register
+from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.plan import (
-    ANNOTATIONS, JSON_PATCH, ApiCall, Plan, is_absent, kubectl_patch, provenance, ptr, read, with_provenance,
+    ANNOTATIONS,
+    JSON_PATCH,
+    ApiCall,
+    Plan,
+    is_absent,
+    kubectl_patch,
+    provenance,
+    ptr,
+    read,
+    with_provenance,
 )
+from levers.store import lever_store
 
 
 class RouteParams(NoParams):
@@ -27,18 +37,18 @@ class RouteParams(NoParams):
     rule: int | None = Field(default=None, ge=0)
 
 
-def _state_key(ctx: Ctx) -> str:
-    return Keys.levers(f"route:{ctx.incident}")
-
-
 def _field(ctx: Ctx, rule: int, backend: str) -> str:
     return f"{ctx.context}/{ctx.target}/{rule}/{backend}"
 
 
 def _find(obj: dict[str, Any], backend: str, rule: int | None) -> tuple[int, int]:
     rules = (obj.get("spec") or {}).get("rules") or []
-    hits = [(r, i) for r, rl in enumerate(rules) for i, b in enumerate(rl.get("backendRefs") or [])
-            if b.get("name") == backend and (rule is None or r == rule)]
+    hits = [
+        (r, i)
+        for r, rl in enumerate(rules)
+        for i, b in enumerate(rl.get("backendRefs") or [])
+        if b.get("name") == backend and (rule is None or r == rule)
+    ]
     if not hits:
         names = sorted({b.get("name") for rl in rules for b in rl.get("backendRefs") or []})
         where = f" in rule {rule}" if rule is not None else ""
@@ -48,7 +58,6 @@ def _find(obj: dict[str, Any], backend: str, rule: int | None) -> tuple[int, int
     return hits[0]
 
 
-@register
 class RouteWeight(Lever):
     name = "route-weight"
     kind = Kind("HTTPRoute", "gateway.networking.k8s.io", "v1", "httproutes", namespaced=True)
@@ -58,14 +67,14 @@ class RouteWeight(Lever):
     fleet_default = True
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
-        p: RouteParams = ctx.params  # type: ignore[assignment]
+        p = ctx.params_as(RouteParams)
         pol = ctx.policy.route_weight
         r, i = _find(obj, p.backend, p.rule)
         refs = obj["spec"]["rules"][r]["backendRefs"]
         current = refs[i].get("weight", 1)  # Gateway API default weight
         fld = _field(ctx, r, p.backend)
-        stored = await ctx.svc.redis.hget(_state_key(ctx), f"{fld}:baseline")
-        baseline = int(stored) if stored is not None else current
+        stored = await lever_store(ctx.svc).route_baseline(ctx.incident, fld)
+        baseline = stored if stored is not None else current
         weights = sorted({round(baseline * s / 100) for s in pol.steps_percent}, reverse=True)
         down = next((w for w in weights if w < current), None)
         up = min((w for w in weights if w > current), default=None)
@@ -76,13 +85,15 @@ class RouteWeight(Lever):
         if new not in (down, up):
             nxt = f"the next step is weight={down}" if down is not None else "it is at the last step"
             back = f" (or back to weight={up})" if up is not None else ""
-            raise LeverRefusal(f"One step at a time along {steps} (baseline {baseline}): {p.backend} is at "
-                               f"{current}; {nxt}{back}.")
+            raise LeverRefusal(
+                f"One step at a time along {steps} (baseline {baseline}): {p.backend} is at {current}; {nxt}{back}."
+            )
         if new < current:
             receivers = [b["name"] for j, b in enumerate(refs) if j != i and b.get("weight", 1) > 0]
             if not receivers:
-                raise LeverRefusal(f"No other backend of rule {r} has weight > 0: {p.backend}'s traffic "
-                                   "would have nowhere to go.")
+                raise LeverRefusal(
+                    f"No other backend of rule {r} has weight > 0: {p.backend}'s traffic would have nowhere to go."
+                )
         else:
             receivers = [p.backend]
         ctx.scratch.update(receivers=receivers)
@@ -102,31 +113,43 @@ class RouteWeight(Lever):
             ops.append({"op": "add", "path": ANNOTATIONS, "value": marks})
         else:
             ops += [{"op": "add", "path": ptr("metadata", "annotations", k), "value": v} for k, v in marks.items()]
-        call = ApiCall("PATCH", self.path(ctx), JSON_PATCH, ops, kubectl_patch(
-            ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "json", ops))
+        call = ApiCall(
+            "PATCH",
+            self.path(ctx),
+            JSON_PATCH,
+            ops,
+            kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "json", ops),
+        )
         pct = round(100 * new / baseline) if baseline else 0
-        return Plan([call], changes, pre, f"{p.backend} weight {current}→{new} ({pct}% of baseline {baseline})",
-                    meta={"field": fld, "baseline": baseline})
+        return Plan(
+            [call],
+            changes,
+            pre,
+            f"{p.backend} weight {current}→{new} ({pct}% of baseline {baseline})",
+            meta={"field": fld, "baseline": baseline},
+        )
 
     async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
         dwell = ctx.policy.route_weight.min_dwell_minutes * 60
-        last = await ctx.svc.redis.hget(_state_key(ctx), f"{plan.meta['field']}:last")
+        last = await lever_store(ctx.svc).route_last_step(ctx.incident, plan.meta["field"])
         now = ctx.svc.clock.now()
-        if last is not None and now - float(last) < dwell:
+        if last is not None and now - last < dwell:
             raise LeverRefusal(
-                f"Dwell: the last step of this backend was at {hhmm(float(last))} UTC; the next is allowed at "
-                f"{hhmm(float(last) + dwell)} UTC (minimum {dwell / 60:g} min between steps: watch the receivers)."
+                f"Dwell: the last step of this backend was at {hhmm(last)} UTC; the next is allowed at "
+                f"{hhmm(last + dwell)} UTC (minimum {dwell / 60:g} min between steps: watch the receivers)."
             )
         cells = []
         for backend in ctx.scratch["receivers"]:
             cell = ctx.policy.route_weight.cell_of(backend)
             if cell is None:
-                raise LeverRefusal(f"Can't tell which cell backend `{backend}` is (policy route_weight.backend_cells); "
-                                   "no headroom check, so nothing changed.")
+                raise LeverRefusal(
+                    f"Can't tell which cell backend `{backend}` is (policy route_weight.backend_cells); "
+                    "no headroom check, so nothing changed."
+                )
             cells.append(cell)
         plan.notes.append(await headroom.check(ctx.svc, cells))
 
     async def applied(self, ctx: Ctx, plan: Plan) -> None:
-        key, fld = _state_key(ctx), plan.meta["field"]
-        await ctx.svc.redis.hsetnx(key, f"{fld}:baseline", plan.meta["baseline"])
-        await ctx.svc.redis.hset(key, f"{fld}:last", ctx.svc.clock.now())
+        await lever_store(ctx.svc).route_stepped(
+            ctx.incident, plan.meta["field"], plan.meta["baseline"], ctx.svc.clock.now()
+        )

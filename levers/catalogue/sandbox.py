@@ -2,18 +2,18 @@
 
 The pod is never deleted: its filesystem and flows are the evidence.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-from levers.base import Ctx, Kind, Lever, register
+from levers.base import Ctx, Kind, Lever
 from levers.catalogue.simple import merge_plan
 from levers.plan import LABELS, Plan, container_pre, ptr
 
 LABEL = "ir.corp/quarantine"
 
 
-@register
 class SandboxQuarantine(Lever):
     name = "sandbox-quarantine"
     kind = Kind("Pod", "", "v1", "pods", namespaced=True)

@@ -1,13 +1,14 @@
 """A world for approval tests: the real app over HTTP, fake Slack, a fake cell, a security channel."""
+
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
-from bot.scheduler import STARTUP
 from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
@@ -29,14 +30,10 @@ class World:
     def svc(self) -> Any:
         return self.app.services
 
-    async def declare(self, sev: int = 2, **roles: str) -> str:
-        await self.app.run(f"declare Research queue starving --sev {sev} --cell {CELL}", user="U_IC")
-        inc = await self.svc.incidents.get("INC-1")
+    async def declare(self, sev: int = 2, **roles: str) -> None:
+        """`app.declare` as U_IC in the cell, then talk in the incident's channel from here on."""
+        inc = await self.app.declare("Research queue starving", sev=sev, cells=(CELL,), roles=roles)
         self.channel = inc.channel_id
-        for role, user in roles.items():
-            out = await self.app.run(f"role {role} <@{user}>", user="U_IC", channel=self.channel)
-            assert "is now" in out, out
-        return self.channel
 
     async def run(self, text: str, user: str, app: RunningApp | None = None) -> str:
         """The reply to a command. A lever's ack only says "planning…": wait for its real reply."""
@@ -44,10 +41,9 @@ class World:
         key = await a.command(text, user=user, channel=self.channel)
         ack = a.last_ack or ""
         if ack.strip() and "planning" not in ack.lower():
-            try:
-                return await a.reply(key, timeout=0.3)
-            except TimeoutError:
-                return ack  # the ack was the answer (a usage error)
+            await a.drain()  # whatever the request was going to say has been said
+            replies = self.slack.responses_for(key)
+            return str(replies[0].get("text", "")) if replies else ack  # else the ack was the answer
         return await a.reply(key, timeout=10)
 
     async def press(self, action: str, value: str, user: str, app: RunningApp | None = None) -> str:
@@ -56,8 +52,8 @@ class World:
         return await a.reply(key)
 
     async def tick(self, app: RunningApp | None = None) -> int:
-        a = app or self.app
-        return await a.services.extras["scheduler"].tick(a.services)
+        """Run the due jobs (in ``app``, default this world's); how many ran."""
+        return await (app or self.app).tick()
 
     def patches(self, path: str = CQ_PATH) -> list:
         return self.cell.find_requests("PATCH", path)
@@ -67,8 +63,9 @@ class World:
         out = []
         for m in self.slack.messages(self.channel):
             history = [m.get("blocks") or []] + [e.get("blocks") or [] for e in m["edits"]]
-            if any(el.get("action_id") == action_id for blocks in history for b in blocks
-                   for el in b.get("elements", [])):
+            if any(
+                el.get("action_id") == action_id for blocks in history for b in blocks for el in b.get("elements", [])
+            ):
                 out.append(m)
         return out
 
@@ -78,27 +75,41 @@ class World:
     async def restart(self) -> RunningApp:
         """A new Firebreak process on the same Redis (the old one is gone), start hooks run."""
         await self.app.stop()
-        self.app = await start_app(self.slack, self.app.services.settings.redis_url, self.app.services.clock,
-                                   kubeconfig=self.kubeconfig, firebreak_security_channel=SEC)
-        for hook in STARTUP:
-            await hook(self.app.services)
+        self.app = await start_app(
+            self.slack,
+            self.app.services.settings.redis_url,
+            self.app.services.clock,
+            kubeconfig=self.kubeconfig,
+            firebreak_security_channel=SEC,
+        )
+        for hook in self.app.services.scheduler.startup:
+            await hook()
         return self.app
 
     async def second_process(self) -> RunningApp:
-        return await start_app(self.slack, self.app.services.settings.redis_url, self.app.services.clock,
-                               kubeconfig=self.kubeconfig, firebreak_security_channel=SEC)
+        return await start_app(
+            self.slack,
+            self.app.services.settings.redis_url,
+            self.app.services.clock,
+            kubeconfig=self.kubeconfig,
+            firebreak_security_channel=SEC,
+        )
 
 
 def buttons(message: dict) -> list[str]:
-    return [el.get("action_id") for b in message.get("blocks") or [] for el in b.get("elements", [])
-            if el.get("type") == "button"]
+    return [
+        el.get("action_id")
+        for b in message.get("blocks") or []
+        for el in b.get("elements", [])
+        if el.get("type") == "button"
+    ]
 
 
 def text_of(message: dict) -> str:
     """All text a person sees on the (current) message."""
     parts = [message.get("text") or ""]
     for b in message.get("blocks") or []:
-        for t in [b.get("text")] + list(b.get("fields") or []) + list(b.get("elements") or []):
+        for t in [b.get("text"), *(b.get("fields") or []), *(b.get("elements") or [])]:
             if isinstance(t, dict) and isinstance(t.get("text"), str):
                 parts.append(t["text"])
     return "\n".join(parts)

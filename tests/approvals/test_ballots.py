@@ -1,4 +1,5 @@
 """The ballot state machine on a real Redis with an injected clock."""
+
 from __future__ import annotations
 
 import asyncio
@@ -6,9 +7,9 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from bot.approvals.ballots import Ballot, Ballots
+from bot.approvals.store import Ballot, Ballots
 from bot.incidents.models import Incident, RoleHolder
-from bot.incidents.repo import IncidentRepo
+from bot.incidents.store import IncidentRepo
 from tests.conftest import T0
 
 WINDOW = 600.0
@@ -22,16 +23,33 @@ async def r(redis_url):
 
 
 async def incident(r, sev=2, **roles: str) -> str:
-    inc = Incident(id="INC-1", number=1, title="t", sev=sev, channel_name="inc-1", declared_by="U_IC",
-                   declared_at=T0, detected_at=T0,
-                   roles={k: RoleHolder(user=v, since=T0, by="U_IC") for k, v in roles.items()})
+    inc = Incident(
+        id="INC-1",
+        number=1,
+        title="t",
+        sev=sev,
+        channel_name="inc-1",
+        declared_by="U_IC",
+        declared_at=T0,
+        detected_at=T0,
+        roles={k: RoleHolder(user=v, since=T0, by="U_IC") for k, v in roles.items()},
+    )
     await IncidentRepo(r).create(inc)
     return inc.id
 
 
 def ballot(bid="REQ-1", kind="lever", requester="U_OPS", seats=("ic",), sev1=(), grant=0.0) -> Ballot:
-    return Ballot(id=bid, kind=kind, incident="INC-1", requester=requester, created_at=T0,
-                  expires_at=T0 + WINDOW, seats=list(seats), sev1_seats=list(sev1), grant_seconds=grant)
+    return Ballot(
+        id=bid,
+        kind=kind,
+        incident="INC-1",
+        requester=requester,
+        created_at=T0,
+        expires_at=T0 + WINDOW,
+        seats=list(seats),
+        sev1_seats=list(sev1),
+        grant_seconds=grant,
+    )
 
 
 async def test_self_approval_is_refused_even_for_the_ic(r):
@@ -123,8 +141,9 @@ async def test_deny_decides_and_later_clicks_see_the_decision(r):
     assert (v.code, v.seat) == ("decided", "denied")
 
 
-@pytest.mark.parametrize("offset,code,state", [(-1, "approved", "approved"), (0, "expired", "expired"),
-                                               (1, "expired", "expired")])
+@pytest.mark.parametrize(
+    "offset,code,state", [(-1, "approved", "approved"), (0, "expired", "expired"), (1, "expired", "expired")]
+)
 async def test_expiry_boundary_on_a_click(r, offset, code, state):
     """expires_at itself is outside the window: [created_at, expires_at)."""
     await incident(r, ic="U_IC")
@@ -152,8 +171,9 @@ async def test_n_concurrent_approvals_decide_once_across_two_processes(redis_url
         await incident(clients[0], ic="U_IC")
         stores = [Ballots(c) for c in clients]
         await stores[0].create(ballot())
-        votes = await asyncio.gather(*(stores[i % 2].vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 1)
-                                       for i in range(20)))
+        votes = await asyncio.gather(
+            *(stores[i % 2].vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 1) for i in range(20))
+        )
         codes = sorted(v.code for v in votes)
         assert codes.count("approved") == 1
         assert set(codes) == {"approved", "decided"}  # the decision is checked before the vote

@@ -1,10 +1,11 @@
 """Break-glass end to end: request, votes, use under the grant, security posts, expiry, revocation."""
+
 from __future__ import annotations
 
 import asyncio
 import re
 
-from bot.approvals.ballots import Ballots
+from bot.approvals.store import ballots
 from tests.approvals.conftest import buttons, text_of
 from tests.conftest import T0, audit_entries
 
@@ -72,14 +73,16 @@ async def test_expiry_is_checked_at_use_even_before_the_reaper_runs(world):
     out = await world.run(HOLD, user="UX")
     assert "Only the Ops lead can pull `kueue-hold`" in out
     assert world.patches() == []
-    assert (await Ballots(world.svc.redis).get("INC-1", bid)).state == "approved"
+    assert (await ballots(world.svc).get("INC-1", bid)).state == "approved"
     await world.tick()
-    b = await Ballots(world.svc.redis).get("INC-1", bid)
+    b = await ballots(world.svc).get("INC-1", bid)
     assert b.state == "ended"
     assert "Grant ended at 03:20 UTC" in text_of(card(world, bid))
     assert any(f"{bid} in INC-1 ended" in t for t in world.security_posts())
-    assert any(e["action"] == "command.breakglass_end" and e["detail"].get("ended")
-               for e in await audit_entries(world.app, "INC-1"))
+    assert any(
+        e["action"] == "command.breakglass_end" and e["detail"].get("ended")
+        for e in await audit_entries(world.app, "INC-1")
+    )
     await world.tick()  # the reaper ran once; nothing is left
     ends = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.breakglass_end"]
     assert len(ends) == 1
@@ -105,8 +108,9 @@ async def test_revocation(world):
     await world.declare(ops="UOPS", security="USEC")
     bid = await grant(world)
     await world.press("breakglass.approve", bid, user="U_IC")
-    assert "Only the grantee or the IC and the Security lead" in await world.run(f"breakglass revoke {bid}",
-                                                                               user="UOPS")
+    assert "Only the grantee or the IC and the Security lead" in await world.run(
+        f"breakglass revoke {bid}", user="UOPS"
+    )
     out = await world.run(f"breakglass revoke {bid}", user="USEC")
     assert f"{bid} revoked" in out
     assert "Revoked by <@USEC>" in text_of(card(world, bid))
@@ -116,8 +120,10 @@ async def test_revocation(world):
     assert "already revoked" in await world.run(f"breakglass revoke {bid}", user="U_IC")
     world.svc.clock.advance(3600)
     await world.tick()
-    assert not any(e["action"] == "command.breakglass_end" and e["detail"].get("ended")
-                   for e in await audit_entries(world.app, "INC-1"))
+    assert not any(
+        e["action"] == "command.breakglass_end" and e["detail"].get("ended")
+        for e in await audit_entries(world.app, "INC-1")
+    )
 
 
 async def test_sev1_needs_ic_and_security_distinct_from_the_requester(world):
@@ -127,7 +133,7 @@ async def test_sev1_needs_ic_and_security_distinct_from_the_requester(world):
     assert "recorded" in out and "still needs the Security lead" in out
     assert "you cannot decide it" in await world.press("breakglass.approve", bid, user="USEC")
     assert "<@U_IC> (IC)" in text_of(card(world, bid)) and buttons(card(world, bid))
-    b = await Ballots(world.svc.redis).get("INC-1", bid)
+    b = await ballots(world.svc).get("INC-1", bid)
     assert b.state == "pending"
 
     bid2 = await grant(world, user="UX")
@@ -135,7 +141,7 @@ async def test_sev1_needs_ic_and_security_distinct_from_the_requester(world):
     assert "one vote per person" in await world.press("breakglass.approve", bid2, user="USEC")
     out = await world.press("breakglass.approve", bid2, user="U_IC")
     assert "approved" in out
-    b2 = await Ballots(world.svc.redis).get("INC-1", bid2)
+    b2 = await ballots(world.svc).get("INC-1", bid2)
     assert b2.state == "approved" and b2.filled == {"security": "USEC", "ic": "U_IC"}
     assert "Approved by <@U_IC> (IC) and <@USEC> (Security lead)" in text_of(card(world, bid2))
 
@@ -147,7 +153,7 @@ async def test_bad_requests_are_refused_with_what_to_type(world):
     assert "`cluster-admin` is not a Firebreak lever" in out and "kueue-hold" in out
     assert "number of minutes" in await world.run("breakglass kueue-hold soon please", user="UX")
     assert world.cards("breakglass.approve") == []
-    assert await Ballots(world.svc.redis).all("INC-1") == []
+    assert await ballots(world.svc).all("INC-1") == []
 
 
 async def test_unapproved_grant_expires_and_deny(world):
@@ -158,7 +164,7 @@ async def test_unapproved_grant_expires_and_deny(world):
     assert "Denied by <@U_IC>" in text_of(card(world, bid2))
     world.svc.clock.advance(601)
     await world.tick()
-    assert (await Ballots(world.svc.redis).get("INC-1", bid)).state == "expired"
+    assert (await ballots(world.svc).get("INC-1", bid)).state == "expired"
     assert "Expired at 03:20 UTC" in text_of(card(world, bid))
     assert "already expired" in await world.press("breakglass.approve", bid, user="U_IC")
     assert "Only the Ops lead can pull `kueue-hold`" in await world.run(HOLD, user="UX")

@@ -1,12 +1,13 @@
 """Approval timers run as system requests: an error is retried by the scheduler, and a
 security-channel post that failed is said in the reply and kept in the audit."""
+
 from __future__ import annotations
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bot.approvals.ballots import Ballots
 from bot.approvals.commands import ApprovalSettle
-from levers.requests import get_request
+from bot.approvals.store import Ballots
+from levers.store import lever_store
 from tests.approvals.test_breakglass import grant
 from tests.approvals.test_lever_approval import request_drain
 from tests.conftest import audit_entries
@@ -26,13 +27,13 @@ async def test_a_failed_settle_is_delivered_again_and_settles(world, monkeypatch
     settles = f"command.{ApprovalSettle.name}"
     world.svc.clock.advance(601)
     await world.tick()
-    assert (await get_request(world.svc.redis, rid)).state == "pending_approval"
+    assert (await lever_store(world.svc).get(rid)).state == "pending_approval"
     [failed] = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == settles]
     assert failed["detail"]["result"] == "error"
 
-    world.svc.clock.advance(world.svc.extras["scheduler"].lease + 1)  # the job's lease runs out
+    world.svc.clock.advance(world.svc.scheduler.lease + 1)  # the job's lease runs out
     await world.tick()
-    assert (await get_request(world.svc.redis, rid)).state == "expired"
+    assert (await lever_store(world.svc).get(rid)).state == "expired"
     entries = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == settles]
     assert [e["detail"]["result"] for e in entries] == ["error", "ok"]
     assert entries[1]["detail"]["settled"] == "expired"

@@ -1,13 +1,15 @@
 """Lever approval end to end: signed block_actions in, fake Slack and fake Kubernetes out."""
+
 from __future__ import annotations
 
 import asyncio
 import re
 
 from levers import executor
-from levers.requests import get_request
+from levers.store import lever_store
 from tests.approvals.conftest import buttons, text_of
 from tests.conftest import T0, audit_entries
+from tests.fakes.slack import block_actions_body
 
 DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"
 
@@ -18,7 +20,7 @@ async def request_drain(world) -> str:
     m = re.search(r"REQ-\d+", out)
     assert m, out
     rid = m.group(0)
-    assert (await get_request(world.svc.redis, rid)).state == "pending_approval"
+    assert (await lever_store(world.svc).get(rid)).state == "pending_approval"
     return rid
 
 
@@ -35,26 +37,28 @@ async def test_card_shows_the_plan_and_buttons(world):
     values = {el["value"] for b in m["blocks"] for el in b.get("elements", []) if el.get("type") == "button"}
     assert values == {rid}
     assert "kubectl --context us-east-3 patch" in shown and "HoldAndDrain" in shown
-    assert "/spec/stopPolicy: \"None\"" in shown and "one object in cell us-east-3" in shown and "<@UOPS>" in shown
+    assert '/spec/stopPolicy: "None"' in shown and "one object in cell us-east-3" in shown and "<@UOPS>" in shown
     assert "expires 03:20 UTC" in shown
     assert world.patches() == []
     requested = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "approval.requested"]
-    assert requested[0]["detail"]["digest"] == (await get_request(world.svc.redis, rid)).digest
+    assert requested[0]["detail"]["digest"] == (await lever_store(world.svc).get(rid)).digest
 
 
 async def test_approved_request_changes_the_object_exactly_once(world):
     rid = await request_drain(world)
-    rec = await get_request(world.svc.redis, rid)
+    rec = await lever_store(world.svc).get(rid)
     world.svc.clock.advance(120)
     out = await world.press("lever.approve", rid, user="U_IC")
     assert rid in out
-    assert (await get_request(world.svc.redis, rid)).state == "done"
+    assert (await lever_store(world.svc).get(rid)).state == "done"
     assert len(world.patches()) == len(rec.plan["calls"])
     assert world.cell.get("clusterqueues", "research-h100")["spec"]["stopPolicy"] == "HoldAndDrain"
     m = card(world, rid)
     assert buttons(m) == []  # edited in place, buttons gone
-    assert f"Approved by <@U_IC> (IC) at 03:12 UTC → {rid} kueue-hold-drain research-h100 (us-east-3): " \
-           "applied and verified (stopPolicy=HoldAndDrain" in text_of(m)
+    assert (
+        f"Approved by <@U_IC> (IC) at 03:12 UTC → {rid} kueue-hold-drain research-h100 (us-east-3): "
+        "applied and verified (stopPolicy=HoldAndDrain" in text_of(m)
+    )
     # A late second press changes nothing and is told why.
     again = await world.press("lever.approve", rid, user="U_IC")
     assert "already approved by <@U_IC>" in again
@@ -65,15 +69,21 @@ async def test_approved_request_changes_the_object_exactly_once(world):
 
 async def test_refusals_are_ephemeral_audited_and_change_nothing(world):
     rid = await request_drain(world)
-    cases = [("UOPS", "you cannot decide it"), ("UCOMMS", "Only the IC of INC-1 (now <@U_IC>)"),
-             ("U_STRANGER", "you hold none of those roles")]
+    cases = [
+        ("UOPS", "you cannot decide it"),
+        ("UCOMMS", "Only the IC of INC-1 (now <@U_IC>)"),
+        ("U_STRANGER", "you hold none of those roles"),
+    ]
     for user, says in cases:
         assert says in await world.press("lever.approve", rid, user=user)
         assert says in await world.press("lever.deny", rid, user=user)
-    assert (await get_request(world.svc.redis, rid)).state == "pending_approval"
+    assert (await lever_store(world.svc).get(rid)).state == "pending_approval"
     assert world.patches() == []
-    refused = [e for e in await audit_entries(world.app, "INC-1")
-               if e["action"] in ("command.approve", "command.deny") and e["detail"]["result"] == "refused"]
+    refused = [
+        e
+        for e in await audit_entries(world.app, "INC-1")
+        if e["action"] in ("command.approve", "command.deny") and e["detail"]["result"] == "refused"
+    ]
     assert len(refused) == 6 and {e["actor"] for e in refused} == {"UOPS", "UCOMMS", "U_STRANGER"}
     assert all(e["detail"]["digest"] for e in refused)
     assert buttons(card(world, rid)) == ["lever.approve", "lever.deny"]
@@ -90,18 +100,22 @@ async def test_a_forged_button_value_is_refused(world):
 
 async def test_concurrent_approvals_across_two_processes_run_once(world):
     rid = await request_drain(world)
-    rec = await get_request(world.svc.redis, rid)
+    rec = await lever_store(world.svc).get(rid)
     other = await world.second_process()
     try:
-        replies = await asyncio.gather(*(world.press("lever.approve", rid, user="U_IC",
-                                                     app=(world.app, other)[i % 2]) for i in range(6)))
+        replies = await asyncio.gather(
+            *(world.press("lever.approve", rid, user="U_IC", app=(world.app, other)[i % 2]) for i in range(6))
+        )
     finally:
         await other.stop()
     assert len(world.patches()) == len(rec.plan["calls"])
-    assert (await get_request(world.svc.redis, rid)).state == "done"
+    assert (await lever_store(world.svc).get(rid)).state == "done"
     assert sum("already approved" in r for r in replies) == 5
-    approvals = [e for e in await audit_entries(world.app, "INC-1")
-                 if e["action"] == "command.approve" and e["detail"]["result"] == "ok"]
+    approvals = [
+        e
+        for e in await audit_entries(world.app, "INC-1")
+        if e["action"] == "command.approve" and e["detail"]["result"] == "ok"
+    ]
     assert len(approvals) == 1
 
 
@@ -109,7 +123,7 @@ async def test_denied_request_changes_nothing(world):
     rid = await request_drain(world)
     out = await world.press("lever.deny", rid, user="U_IC")
     assert f"{rid} denied" in out
-    assert (await get_request(world.svc.redis, rid)).state == "denied"
+    assert (await lever_store(world.svc).get(rid)).state == "denied"
     m = card(world, rid)
     assert buttons(m) == [] and "Denied by <@U_IC> at 03:10 UTC" in text_of(m)
     assert "already denied" in await world.press("lever.approve", rid, user="U_IC")
@@ -123,10 +137,10 @@ async def test_expiry_one_second_either_side(world):
     rid = await request_drain(world)
     world.svc.clock.advance(600 - 1)
     await world.tick()
-    assert (await get_request(world.svc.redis, rid)).state == "pending_approval"
+    assert (await lever_store(world.svc).get(rid)).state == "pending_approval"
     world.svc.clock.advance(2)  # expires_at + 1s
     await world.tick()
-    assert (await get_request(world.svc.redis, rid)).state == "expired"
+    assert (await lever_store(world.svc).get(rid)).state == "expired"
     m = card(world, rid)
     assert buttons(m) == [] and "Expired at 03:20 UTC" in text_of(m)
     assert "already expired" in await world.press("lever.approve", rid, user="U_IC")
@@ -139,14 +153,14 @@ async def test_click_just_inside_the_window_runs_and_just_outside_does_not(world
     rid = await request_drain(world)
     world.svc.clock.set(T0 + 600 - 1)
     assert rid in await world.press("lever.approve", rid, user="U_IC")
-    assert (await get_request(world.svc.redis, rid)).state == "done"
+    assert (await lever_store(world.svc).get(rid)).state == "done"
 
     out = await world.run(DRAIN, user="UOPS")  # a second request, pressed 1 s after its window
     rid2 = re.search(r"REQ-\d+", out).group(0)
     before = len(world.patches())
     world.svc.clock.advance(600 + 1)
     assert "expired at" in await world.press("lever.approve", rid2, user="U_IC")
-    assert (await get_request(world.svc.redis, rid2)).state == "expired"
+    assert (await lever_store(world.svc).get(rid2)).state == "expired"
     assert len(world.patches()) == before
 
 
@@ -156,10 +170,12 @@ async def test_a_target_changed_after_the_request_blocks_execution(world):
     cq["spec"]["stopPolicy"] = "Hold"  # someone else touched it since the plan was shown
     world.cell.put(cq)
     out = await world.press("lever.approve", rid, user="U_IC")
-    assert (await get_request(world.svc.redis, rid)).state == "stale"
+    assert (await lever_store(world.svc).get(rid)).state == "stale"
     assert world.patches() == []
-    said = (f"{rid} kueue-hold-drain research-h100 (us-east-3): not applied: the target changed since it was "
-            "planned and approved. Pull the lever again for a fresh plan and approval.")
+    said = (
+        f"{rid} kueue-hold-drain research-h100 (us-east-3): not applied: the target changed since it was "
+        "planned and approved. Pull the lever again for a fresh plan and approval."
+    )
     assert out == said
     m = card(world, rid)
     assert buttons(m) == [] and f"Approved by <@U_IC> (IC) at 03:10 UTC → {said}" in text_of(m)
@@ -168,7 +184,7 @@ async def test_a_target_changed_after_the_request_blocks_execution(world):
 
 async def test_restart_between_approval_and_execution_runs_once(world, monkeypatch):
     rid = await request_drain(world)
-    rec = await get_request(world.svc.redis, rid)
+    rec = await lever_store(world.svc).get(rid)
 
     async def crash(*a, **kw):
         raise ConnectionError("process killed")
@@ -176,11 +192,11 @@ async def test_restart_between_approval_and_execution_runs_once(world, monkeypat
     monkeypatch.setattr(executor, "execute_approved", crash)
     out = await world.press("lever.approve", rid, user="U_IC")
     assert "Something failed" in out
-    assert (await get_request(world.svc.redis, rid)).state == "approved"
+    assert (await lever_store(world.svc).get(rid)).state == "approved"
     assert world.patches() == []
     monkeypatch.undo()
     await world.restart()  # start hooks resume what was approved and not run
-    assert (await get_request(world.svc.redis, rid)).state == "done"
+    assert (await lever_store(world.svc).get(rid)).state == "done"
     assert len(world.patches()) == len(rec.plan["calls"])
     world.svc.clock.advance(900)
     await world.tick()  # the window's timer finds it done: nothing more
@@ -203,7 +219,7 @@ async def test_card_post_failure_refuses_and_nothing_runs(world):
     rid = re.search(r"REQ-\d+", out).group(0)
     world.svc.clock.advance(601)
     await world.tick()
-    assert (await get_request(world.svc.redis, rid)).state == "expired"
+    assert (await lever_store(world.svc).get(rid)).state == "expired"
     assert world.patches() == []
 
 
@@ -212,38 +228,52 @@ async def test_the_audit_tells_the_whole_story(world):
     await world.press("lever.approve", rid, user="UOPS")  # refused: the requester
     await world.press("lever.approve", rid, user="U_IC")
     entries = await audit_entries(world.app, "INC-1")
-    story = [(e["action"], e["actor"], e["detail"].get("result")) for e in entries
-             if e["action"] in ("approval.requested", "command.approve", "lever.apply", "lever.done")]
+    story = [
+        (e["action"], e["actor"], e["detail"].get("result"))
+        for e in entries
+        if e["action"] in ("approval.requested", "command.approve", "lever.apply", "lever.done")
+    ]
     # The press's own entry closes it: the approval ran the lever inside that request.
-    assert story == [("approval.requested", "UOPS", None), ("command.approve", "UOPS", "refused"),
-                     ("lever.apply", "UOPS", None), ("lever.done", "UOPS", None),
-                     ("command.approve", "U_IC", "ok")]
-    ok = [e for e in entries if e["action"] == "command.approve" and e["detail"]["result"] == "ok"][0]
-    assert ok["detail"]["seat"] == "ic" and ok["detail"]["digest"] == entries[[
-        e["action"] for e in entries].index("approval.requested")]["detail"]["digest"]
+    assert story == [
+        ("approval.requested", "UOPS", None),
+        ("command.approve", "UOPS", "refused"),
+        ("lever.apply", "UOPS", None),
+        ("lever.done", "UOPS", None),
+        ("command.approve", "U_IC", "ok"),
+    ]
+    ok = next(e for e in entries if e["action"] == "command.approve" and e["detail"]["result"] == "ok")
+    assert (
+        ok["detail"]["seat"] == "ic"
+        and ok["detail"]["digest"]
+        == entries[[e["action"] for e in entries].index("approval.requested")]["detail"]["digest"]
+    )
     assert await world.svc.audit.verify() is None
 
 
 async def test_a_retried_block_actions_delivery_changes_the_object_once(world):
     """Slack re-sends the same signed payload (X-Slack-Retry-Num) when the first ack looked slow."""
-    from tests.fakes.slack import block_actions_body
-
     rid = await request_drain(world)
-    rec = await get_request(world.svc.redis, rid)
-    body = block_actions_body("lever.approve", rid, "U_IC", world.channel, message_ts="1700000000.000100",
-                              response_url=world.slack.response_url("retried"))
+    rec = await lever_store(world.svc).get(rid)
+    body = block_actions_body(
+        "lever.approve",
+        rid,
+        "U_IC",
+        world.channel,
+        message_ts="1700000000.000100",
+        response_url=world.slack.response_url("retried"),
+    )
     form = "application/x-www-form-urlencoded"
     first = await world.app.sender.post(body, form)
-    again = await world.app.sender.post(body, form, extra_headers={"X-Slack-Retry-Num": "1",
-                                                                   "X-Slack-Retry-Reason": "http_timeout"})
+    again = await world.app.sender.post(
+        body, form, extra_headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    )
     assert first[0] == 200 and again[0] == 200
-    for _ in range(100):
-        if (await get_request(world.svc.redis, rid)).state == "done":
-            break
-        await asyncio.sleep(0.05)
-    assert (await get_request(world.svc.redis, rid)).state == "done"
-    await asyncio.sleep(0.3)  # give a second run, if there were one, the time to write
+    await world.app.drain()  # both deliveries handled: the run, and a second one if there were one
+    assert (await lever_store(world.svc).get(rid)).state == "done"
     assert len(world.patches()) == len(rec.plan["calls"])
-    ok = [e for e in await audit_entries(world.app, "INC-1")
-          if e["action"] == "command.approve" and e["detail"]["result"] == "ok"]
+    ok = [
+        e
+        for e in await audit_entries(world.app, "INC-1")
+        if e["action"] == "command.approve" and e["detail"]["result"] == "ok"
+    ]
     assert len(ok) == 1

@@ -1,10 +1,12 @@
 """Access is checked again when an approved request runs, and every pull under a grant is posted to
 the security channel whatever comes of it."""
+
 from __future__ import annotations
 
 import re
 
-from levers.requests import get_request
+from levers import executor
+from levers.store import lever_store
 from tests.approvals.conftest import buttons, text_of
 from tests.conftest import audit_entries
 
@@ -45,7 +47,7 @@ async def test_a_grant_revoked_before_approval_stops_the_pull(world):
     why = f"break-glass grant {bid} ended (revoked or expired) before it ran, and <@UX> does not hold ops"
     assert out == f"{rid} kueue-hold-drain research-h100 (us-east-3): failed: not applied: {why}; nothing changed.", out
     assert world.patches() == [] and _stop_policy(world) == "None"
-    rec = await get_request(world.svc.redis, rid)
+    rec = await lever_store(world.svc).get(rid)
     assert rec.state == "failed" and rec.result["ok"] is False
     assert out in [m["text"] for m in world.slack.messages(world.channel)]
     assert buttons(_card(world, rid)) == [] and why in text_of(_card(world, rid))
@@ -64,7 +66,7 @@ async def test_an_expired_grant_stops_the_pull_even_before_the_reaper(world):
     world.svc.clock.advance(5 * 60 + 1)  # the grant is over; the approval window (10 min) is not
     out = await world.press("lever.approve", rid, user="U_IC")
     assert f"grant {bid} ended" in out and "nothing changed" in out, out
-    assert world.patches() == [] and (await get_request(world.svc.redis, rid)).state == "failed"
+    assert world.patches() == [] and (await lever_store(world.svc).get(rid)).state == "failed"
 
 
 async def test_a_role_handed_on_before_approval_stops_the_pull(world):
@@ -73,10 +75,12 @@ async def test_a_role_handed_on_before_approval_stops_the_pull(world):
     assert "is now" in await world.run("role ops <@UOTHER>", user="U_IC")
 
     out = await world.press("lever.approve", rid, user="U_IC")
-    assert out == (f"{rid} kueue-hold-drain research-h100 (us-east-3): failed: not applied: requester <@UOPS> "
-                   "no longer holds ops in INC-1; nothing changed."), out
+    assert out == (
+        f"{rid} kueue-hold-drain research-h100 (us-east-3): failed: not applied: requester <@UOPS> "
+        "no longer holds ops in INC-1; nothing changed."
+    ), out
     assert world.patches() == [] and _stop_policy(world) == "None"
-    assert (await get_request(world.svc.redis, rid)).state == "failed"
+    assert (await lever_store(world.svc).get(rid)).state == "failed"
     assert out in [m["text"] for m in world.slack.messages(world.channel)]
     assert world.security_posts() == []  # no grant was involved
     failed = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "lever.failed"]
@@ -95,8 +99,9 @@ async def test_every_pull_under_a_grant_is_posted_whatever_its_outcome(world):
 
     out = await world.run("lever kueue-hold no-such-queue --cell us-east-3", user="UX")
     assert "not found" in out
-    assert "kueue-hold no-such-queue (us-east-3), (no REQ) refused: ClusterQueue no-such-queue not found" \
-        in posts()[-1], posts()
+    assert (
+        "kueue-hold no-such-queue (us-east-3), (no REQ) refused: ClusterQueue no-such-queue not found" in posts()[-1]
+    ), posts()
 
     rid = await _request(world, "UX")
     assert f"{rid} pending approval (HoldAndDrain evicts admitted workloads)" in posts()[-1], posts()
@@ -106,34 +111,32 @@ async def test_every_pull_under_a_grant_is_posted_whatever_its_outcome(world):
     rid2 = await _request(world, "UX")
     world.svc.clock.advance(601)
     await world.tick()
-    assert (await get_request(world.svc.redis, rid2)).state == "expired"
+    assert (await lever_store(world.svc).get(rid2)).state == "expired"
     assert f"{rid2} expired at 03:20 UTC without approval; nothing changed" in posts()[-1], posts()
     assert len(posts()) == 6 and world.patches() == []
-    outcomes = [e["detail"]["outcome"] for e in await audit_entries(world.app, "INC-1")
-                if e["action"] == "breakglass.used"]
+    outcomes = [
+        e["detail"]["outcome"] for e in await audit_entries(world.app, "INC-1") if e["action"] == "breakglass.used"
+    ]
     assert len(outcomes) == 6 and outcomes[1].startswith("refused: ")
 
 
 async def test_a_crash_mid_execution_is_settled_after_restart_and_the_card_says_so(world, monkeypatch):
-    from levers import executor
-    from levers.requests import transition
-
     await world.declare(ops="UOPS")
     rid = await _request(world, "UOPS")
 
     async def dies_after_the_claim(svc, req_id, approver):
-        assert await transition(svc.redis, req_id, {"approved"}, "executing", started_at=svc.clock.now())
+        assert await lever_store(svc).transition(req_id, {"approved"}, "executing", started_at=svc.clock.now())
         raise ConnectionError("process killed")
 
     monkeypatch.setattr(executor, "execute_approved", dies_after_the_claim)
     await world.press("lever.approve", rid, user="U_IC")
     monkeypatch.undo()
-    assert (await get_request(world.svc.redis, rid)).state == "executing"
+    assert (await lever_store(world.svc).get(rid)).state == "executing"
     await world.restart()  # too young to settle: another replica could still be running it
-    assert (await get_request(world.svc.redis, rid)).state == "executing"
+    assert (await lever_store(world.svc).get(rid)).state == "executing"
     world.svc.clock.advance(301)
     await world.tick()
-    rec = await get_request(world.svc.redis, rid)
+    rec = await lever_store(world.svc).get(rid)
     assert rec.state == "failed" and world.patches() == []
     said = "failed: interrupted before the write landed; nothing changed (found after a restart; not re-applied)"
     assert said in rec.result["message"]

@@ -1,9 +1,12 @@
 """Resolving an incident ends its grants and expires its pending approval and break-glass requests."""
+
 from __future__ import annotations
 
 import re
 
-from levers.requests import get_request
+from bot.approvals.jobs import EXPIRE_JOB, REAP_JOB
+from bot.approvals.store import ballots
+from levers.store import lever_store
 from tests.approvals.conftest import buttons, text_of
 from tests.conftest import audit_entries
 
@@ -23,25 +26,43 @@ async def test_resolve_ends_grants_and_expires_pending_requests(world):
     pending = (await world.run("breakglass jobset-suspend 30 need it", user="UY")).split()[0]
     rid = re.search(r"REQ-\d+", await world.run(DRAIN, user="UOPS")).group(0)
     assert world.patches() == []
+    sched = world.svc.scheduler
+
+    async def timers() -> list[float | None]:
+        return [
+            await sched.pending(EXPIRE_JOB, rid),
+            await sched.pending(EXPIRE_JOB, pending),
+            await sched.pending(REAP_JOB, active),
+        ]
+
+    assert None not in await timers()
 
     assert await world.app.run("resolved", user="U_IC", channel=world.channel) == "INC-1 is now resolved."
 
-    ballots = {b.id: b.state for b in await world.svc.extras["ballots"].all("INC-1")}
-    assert ballots == {active: "ended", pending: "expired", rid: "expired"}, ballots
-    assert (await get_request(world.svc.redis, rid)).state == "expired"
+    states = {b.id: b.state for b in await ballots(world.svc).all("INC-1")}
+    assert states == {active: "ended", pending: "expired", rid: "expired"}, states
+    assert (await lever_store(world.svc).get(rid)).state == "expired"
     for action, bid in (("breakglass.approve", active), ("breakglass.approve", pending), ("lever.approve", rid)):
         m = card(world, action, bid)
         assert buttons(m) == [] and "INC-1 was resolved" in text_of(m), text_of(m)
     sec = world.security_posts()
     assert any(f"{active} in INC-1 ended" in t and "resolved" in t for t in sec), sec
     assert any(f"{pending} in INC-1 closed unapproved" in t for t in sec), sec
-    closed = {e["detail"]["request"]: e["detail"]["closed"] for e in await audit_entries(world.app, "INC-1")
-              if e["action"] == "approval.closed_at_resolve"}
+    closed = {
+        e["detail"]["request"]: e["detail"]["closed"]
+        for e in await audit_entries(world.app, "INC-1")
+        if e["action"] == "approval.closed_at_resolve"
+    }
     assert closed == {active: "ended", pending: "expired", rid: "expired"}
 
     # Nothing they covered works any more, and nothing reaches the API server.
     assert "is resolved" in await world.press("lever.approve", rid, user="U_IC")
     assert "is resolved" in await world.run(HOLD, user="UX")
     assert world.patches() == []
-    assert await world.tick() >= 0  # the cancelled timers find nothing to do
-    assert {b.id: b.state for b in await world.svc.extras["ballots"].all("INC-1")} == ballots
+    # Their timers were cancelled: past every window and grant, no job runs and nothing more is said.
+    assert await timers() == [None, None, None]
+    entries, posts = len(await audit_entries(world.app)), len(world.slack.calls)
+    world.svc.clock.advance(31 * 60)  # the grant was for 30 min; the approval windows are 10
+    assert await world.tick() == 0
+    assert len(await audit_entries(world.app)) == entries and len(world.slack.calls) == posts
+    assert {b.id: b.state for b in await ballots(world.svc).all("INC-1")} == states

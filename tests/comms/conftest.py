@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -8,10 +8,15 @@ from tests.harness import RunningApp, start_app
 
 
 @pytest.fixture
-async def app_with_stakeholders(slack, redis_url, clock) -> AsyncIterator[RunningApp]:
-    """The app with FIREBREAK_STAKEHOLDER_CHANNEL set to a channel the fake Slack knows."""
-    channel = slack.add_channel("stakeholders")
-    running = await start_app(slack, redis_url, clock, firebreak_stakeholder_channel=channel)
+async def app(request: pytest.FixtureRequest, slack, redis_url, clock) -> AsyncIterator[RunningApp]:
+    """The app. Marked ``@pytest.mark.stakeholders``, a test gets FIREBREAK_STAKEHOLDER_CHANNEL set
+    to a channel the fake Slack knows (its id: ``app.stakeholders``)."""
+    settings: dict[str, str] = {}
+    channel = None
+    if request.node.get_closest_marker("stakeholders") is not None:
+        channel = slack.add_channel("stakeholders")
+        settings["firebreak_stakeholder_channel"] = channel
+    running = await start_app(slack, redis_url, clock, **settings)
     running.stakeholders = channel
     yield running
     await running.stop()

@@ -1,24 +1,16 @@
-"""Shared steps for the comms tests: declare over Slack, tick the scheduler, read the channel."""
+"""Shared steps for the comms tests: read the channel's reminders, escalations and buttons.
+
+Open an incident with ``app.declare`` (tests/harness.py); the comms tests' usual one is
+``app.declare(TITLE, sev=…, cells=())`` (no cells: only the policy's patterns guard its updates).
+"""
+
 from __future__ import annotations
 
 from typing import Any
 
-from bot.incidents.models import Incident
 from tests.harness import RunningApp
 
-
-async def declare(app: RunningApp, title: str = "Chat latency", sev: int = 2, user: str = "U_IC",
-                  extra: str = "") -> Incident:
-    out = await app.run(f"declare {title} --sev {sev} {extra}".strip(), user=user)
-    assert "Declared" in out, out
-    inc_id = out.split()[1]
-    inc = await app.services.incidents.get(inc_id)
-    assert inc is not None
-    return inc
-
-
-async def tick(app: RunningApp) -> int:
-    return await app.services.scheduler.tick(app.services)
+TITLE = "Chat latency"
 
 
 def posts(app: RunningApp, channel: str, prefix: str) -> list[dict[str, Any]]:

@@ -1,28 +1,29 @@
 """A secret typed into an update is refused by kind, never posted, stored or audited."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tests.comms.helpers import declare
+from tests.comms.helpers import TITLE
 from tests.conftest import audit_entries
 
 HF = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"  # a policy pattern (policies/comms.yaml)
 SLACK = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"  # a built-in pattern
 
 
+@pytest.mark.stakeholders
 @pytest.mark.parametrize("secret, kind", [(HF, "Hugging Face token"), (SLACK, "Slack token")])
-async def test_update_with_a_secret_is_refused_naming_the_kind_and_never_stored(app_with_stakeholders, secret, kind):
-    app = app_with_stakeholders
-    inc = await declare(app, sev=2)
+async def test_update_with_a_secret_is_refused_naming_the_kind_and_never_stored(app, secret, kind):
+    inc = await app.declare(TITLE, sev=2, cells=())
     posts_before = len(app.slack.calls_to("chat.postMessage"))
     out = await app.run(f"update Chat API, us-east: fixed by rotating {secret} at 03:20", channel=inc.channel_id)
     assert out.startswith(f"Not posted: that update looks like it contains a {kind}."), out
     assert secret not in out
     assert len(app.slack.calls_to("chat.postMessage")) == posts_before
     assert app.slack.messages(app.stakeholders) == []
-    after = await app.services.incidents.get(inc.id)
+    after = await app.incident(inc.id)
     assert after.last_update_text is None and after.next_update_due == inc.next_update_due
     [e] = [e for e in await audit_entries(app, inc.id) if e["action"] == "command.update"]
     assert e["detail"]["result"] == "refused" and e["detail"]["secret_kinds"] == [kind]
@@ -30,14 +31,17 @@ async def test_update_with_a_secret_is_refused_naming_the_kind_and_never_stored(
     # Nowhere in Redis: not the audit log, not the incident.
     for key in await app.services.redis.keys("*"):
         kind_of = await app.services.redis.type(key)
-        values = {"string": app.services.redis.get, "list": lambda k: app.services.redis.lrange(k, 0, -1),
-                  "hash": app.services.redis.hgetall}.get(kind_of)
+        values = {
+            "string": app.services.redis.get,
+            "list": lambda k: app.services.redis.lrange(k, 0, -1),
+            "hash": app.services.redis.hgetall,
+        }.get(kind_of)
         if values is not None:
             assert secret not in json.dumps(await values(key)), key
 
 
 async def test_a_secret_in_a_denied_update_is_not_audited_either(app):
-    inc = await declare(app, sev=2)
+    inc = await app.declare(TITLE, sev=2, cells=())
     out = await app.run(f"update fixed with {HF}", user="U_NOT_COMMS", channel=inc.channel_id)
     assert out.startswith("Only")
     [e] = [e for e in await audit_entries(app, inc.id) if e["action"] == "command.update"]

@@ -1,17 +1,18 @@
 """`firebreak audit verify|export` as an operator runs them: a child process on REDIS_URL."""
+
 from __future__ import annotations
 
 import json
 
 from bot.audit import entry_hash
 from bot.store import Keys
-from tests.core.helpers import IC, declare, jsonl, run_cli
+from tests.core.helpers import IC, TITLE, jsonl, run_cli
 
 
 async def _two_incidents(app) -> None:
-    ch = await declare(app, "GPU hang in us-east", sev=3)
+    ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
     await app.run("sev 2 fleet stalled", user=IC, channel=ch)
-    await app.run("declare Chat TTFT regression --sev 2", user=IC)
+    await app.declare("Chat TTFT regression", sev=2, user=IC, cells=())
 
 
 async def test_verify_passes_on_a_clean_chain_and_names_the_edited_entry(app, redis_url):

@@ -1,4 +1,5 @@
 """`firebreak console`: a scripted session in a child process, as a newcomer would run it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -52,8 +53,10 @@ def test_a_failing_line_makes_the_script_exit_non_zero(tmp_path):
 
 def test_buttons_are_numbered_and_pressed_as_the_current_user(tmp_path):
     script = tmp_path / "handoff.txt"
-    script.write_text("/incident declare Router flapping\n/incident handoff ic @carol --threads \"bgp; comms\"\n"
-                      "as @carol\npress 1\n/incident status\n")
+    script.write_text(
+        '/incident declare Router flapping\n/incident handoff ic @carol --threads "bgp; comms"\n'
+        "as @carol\npress 1\n/incident status\n"
+    )
     out = run_cli("console", "--script", str(script), "--user", "alice")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "IC handing to @carol" in out.stdout and "[1] Accept" in out.stdout
@@ -63,8 +66,14 @@ def test_buttons_are_numbered_and_pressed_as_the_current_user(tmp_path):
 
 
 def test_interactive_session_reads_stdin_until_quit():
-    proc = subprocess.run([sys.executable, "-m", "bot", "console"], cwd=REPO, capture_output=True, text=True,
-                          input="help\n/incident declare Queue stuck\nchannel\nchannel general\nquit\n", timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "console"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        input="help\n/incident declare Queue stuck\nchannel\nchannel general\nquit\n",
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "press N" in proc.stdout and "Declared INC-1 (SEV3)" in proc.stdout
     assert " 1. #general" in proc.stdout and "*2. #inc-" in proc.stdout

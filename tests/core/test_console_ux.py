@@ -1,10 +1,12 @@
 """The console beyond commands: filling a form, posting a message, stable button numbers, quiet logs."""
+
 from __future__ import annotations
 
 import json
 
 from bot.clock import ManualClock
 from bot.console.main import LOG_PATH, open_console
+from bot.incidents.store import repo
 from bot.store import Keys
 from tests.conftest import T0
 from tests.core.helpers import run_cli
@@ -21,14 +23,14 @@ async def test_the_post_update_form_can_be_typed_into_and_submitted(monkeypatch)
     async with open_console("erin", out.append, clock=clock) as c:
         assert await c.line("/incident declare Chat latency --sev 2 --product Chat --region us-east")
         clock.advance(16 * 60)
-        await c.svc.scheduler.tick(c.svc)  # the first-update reminder, with its buttons
+        await c.svc.scheduler.tick()  # the first-update reminder, with its buttons
         assert await c.line(f"press {_number(c, 'Post update')}")
         assert any(line.startswith("modal opened:") for line in out)
         assert await c.line("Chat, us-east: latency back to normal")  # plain text fills the open form
         assert await c.line("submit")
         assert c.modal is None
         assert any("only @erin sees: Update posted." in line for line in out), "\n".join(out)
-        inc = await c.svc.incidents.get("INC-1")
+        inc = await repo(c.svc).get("INC-1")
         assert inc.last_update_text == "Chat, us-east: latency back to normal"
 
 
@@ -39,7 +41,7 @@ async def test_a_refused_form_stays_open_with_the_reason(monkeypatch):
     async with open_console("erin", out.append, clock=clock) as c:
         assert await c.line("/incident declare Chat latency --sev 2 --cell us-east-3")
         clock.advance(16 * 60)
-        await c.svc.scheduler.tick(c.svc)
+        await c.svc.scheduler.tick()
         assert await c.line(f"press {_number(c, 'Post update')}")
         assert await c.line("type us-east-3 is slow")
         assert not await c.line("submit")

@@ -1,4 +1,5 @@
 """Arbitrary /incident text never yields a 5xx, an error outcome or a stack trace."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,18 +17,77 @@ from tests.harness import start_app
 
 # Words that mean something to Firebreak's grammar or to Slack's own payload encoding.
 WORDS = [
-    "declare", "sev", "assess", "role", "handoff", "update", "status", "mitigated", "resolved", "help",
-    "--sev", "--cell", "--product", "--region", "--threads", "--users-burn", "--gpus", "--quality",
-    "--security", "--", "-", "1", "2", "4", "0", "-1", "1e309", "nan", "ic", "ops", "comms",
-    "<@UOPS>", "<@UOPS|ops>", "<@>", "<#C1|x>", "us-east-3", "US_EAST", "token=", "&response_url=",
-    "payload=", '"text":', "&text=", "%26", "%", "+", "=", "&", '"', "“", "”", "'", "\\", "\n", "\t",
-    "{}", "[]", "null", "ünïcödé", "事故", "🔥", "\u202e", "\u00a0", "x" * 300,
+    "declare",
+    "sev",
+    "assess",
+    "role",
+    "handoff",
+    "update",
+    "status",
+    "mitigated",
+    "resolved",
+    "help",
+    "--sev",
+    "--cell",
+    "--product",
+    "--region",
+    "--threads",
+    "--users-burn",
+    "--gpus",
+    "--quality",
+    "--security",
+    "--",
+    "-",
+    "1",
+    "2",
+    "4",
+    "0",
+    "-1",
+    "1e309",
+    "nan",
+    "ic",
+    "ops",
+    "comms",
+    "<@UOPS>",
+    "<@UOPS|ops>",
+    "<@>",
+    "<#C1|x>",
+    "us-east-3",
+    "US_EAST",
+    "token=",
+    "&response_url=",
+    "payload=",
+    '"text":',
+    "&text=",
+    "%26",
+    "%",
+    "+",
+    "=",
+    "&",
+    '"',
+    "“",
+    "”",
+    "'",
+    "\\",
+    "\n",
+    "\t",
+    "{}",
+    "[]",
+    "null",
+    "ünïcödé",
+    "事故",
+    "🔥",
+    "\u202e",
+    "\u00a0",
+    "x" * 300,
 ]
 TEXT = st.one_of(
     st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join),
     st.text(max_size=200),
-    st.tuples(st.sampled_from(["declare ", "sev 1 ", "update ", "handoff ic ", "role ops "]),
-              st.text(min_size=1, max_size=3000)).map("".join),
+    st.tuples(
+        st.sampled_from(["declare ", "sev 1 ", "update ", "handoff ic ", "role ops "]),
+        st.text(min_size=1, max_size=3000),
+    ).map("".join),
 )
 
 
@@ -41,17 +101,17 @@ def test_arbitrary_text_never_breaks_the_app(redis_server):
         await r.aclose()
         await slack.start()
         app = await start_app(slack, redis_server.url, ManualClock(T0))
-        await app.run("declare Fuzz target --sev 3", user="UIC")
-        ch = slack.state.find_by_name(slack.calls_to("conversations.create")[-1].args["name"]).id
-        return app, ch
+        inc = await app.declare("Fuzz target", sev=3, user="UIC", cells=())
+        return app, inc.channel_id
 
     app, incident_channel = loop.run_until_complete(setup())
 
     async def one(text: str, channel: str) -> None:
         start = await app.services.redis.llen(Keys.AUDIT_LOG)
         key = f"fuzz{start}"
-        status, ack, _ = await app.sender.command(text, user="UIC", channel=channel,
-                                                  response_url=slack.response_url(key))
+        status, ack, _ = await app.sender.command(
+            text, user="UIC", channel=channel, response_url=slack.response_url(key)
+        )
         assert status == 200, (status, ack)
         assert "Traceback" not in ack and "Exception" not in ack
         # Exactly one audit entry per request: wait for it, then for the reply it implies.

@@ -1,12 +1,13 @@
 """Input that never became a command is audited, with the incident of the channel it came from."""
+
 from __future__ import annotations
 
 from tests.conftest import audit_entries
-from tests.core.helpers import BOB, IC, declare
+from tests.core.helpers import BOB, IC, TITLE
 
 
 async def test_a_usage_error_in_an_incident_channel_belongs_to_that_incident(app):
-    ch = await declare(app)
+    ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
     out = await app.run("sev 9 worse", user=IC, channel=ch)
     assert "Usage: `/incident sev" in out
     e = (await audit_entries(app, "INC-1"))[-1]
@@ -17,7 +18,7 @@ async def test_a_usage_error_in_an_incident_channel_belongs_to_that_incident(app
 
 
 async def test_an_unknown_button_is_refused_and_audited_with_its_incident(app):
-    ch = await declare(app)
+    ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
     key = await app.press("nobody.knows.this", "INC-1/x", user=BOB, channel=ch)
     assert await app.reply(key) == "That button is no longer handled by Firebreak."
     e = (await audit_entries(app, "INC-1"))[-1]
@@ -25,7 +26,7 @@ async def test_an_unknown_button_is_refused_and_audited_with_its_incident(app):
 
 
 async def test_a_forged_button_value_is_audited_with_its_incident(app):
-    ch = await declare(app)
+    ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
     await app.reply(await app.press("handoff.accept", "INC-1/garbage", user=BOB, channel=ch))
     e = (await audit_entries(app, "INC-1"))[-1]
     assert (e["action"], e["incident"]) == ("button.invalid", "INC-1")

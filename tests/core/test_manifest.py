@@ -1,4 +1,5 @@
 """The Slack app manifest asks for what the app uses, and points Slack at /slack/events."""
+
 from __future__ import annotations
 
 import yaml
@@ -15,9 +16,15 @@ def test_manifest_declares_command_interactivity_events_and_scopes():
     assert m["settings"]["interactivity"] == {"is_enabled": True, "request_url": URL}
     assert m["settings"]["event_subscriptions"] == {"request_url": URL, "bot_events": ["message.channels"]}
     assert set(m["oauth_config"]["scopes"]["bot"]) == {
-        "channels:manage", "channels:join", "channels:read", "channels:history", "chat:write",
-        "chat:write.public", "pins:write",
-        "commands", "users:read",
+        "channels:manage",
+        "channels:join",
+        "channels:read",
+        "channels:history",
+        "chat:write",
+        "chat:write.public",
+        "pins:write",
+        "commands",
+        "users:read",
     }
     assert m["settings"]["socket_mode_enabled"] is False
     assert len(m["display_information"]["description"]) <= 140  # Slack's limit for the short description

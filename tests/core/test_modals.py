@@ -1,41 +1,42 @@
 """Modal submissions: bad input is answered on the form (never a 500) and audited."""
+
 from __future__ import annotations
 
 import json
 
-from bot.comms import cards
 from tests.conftest import audit_entries
-from tests.core.helpers import IC, declare
+from tests.core.helpers import IC, TITLE
 
-VALUES = {cards.UPDATE_BLOCK: {cards.UPDATE_INPUT: {"type": "plain_text_input", "value": "Chat API: recovering"}}}
+# The update form on the wire (bot/slack/forms.py), spelled out: open forms already carry these.
+UPDATE_MODAL, UPDATE_BLOCK, UPDATE_INPUT = "cadence.update", "update", "text"
+VALUES = {UPDATE_BLOCK: {UPDATE_INPUT: {"type": "plain_text_input", "value": "Chat API: recovering"}}}
 
 
 async def test_bad_private_metadata_shows_an_error_on_the_field_and_is_audited(app):
-    await declare(app)
-    status, body, _ = await app.sender.submit_view(cards.UPDATE_MODAL, user=IC, values=VALUES,
-                                                   private_metadata="INC-1; DROP")
+    await app.declare(TITLE, sev=3, user=IC)
+    status, body, _ = await app.sender.submit_view(UPDATE_MODAL, user=IC, values=VALUES, private_metadata="INC-1; DROP")
     assert status == 200, body
     answer = json.loads(body)
     assert answer["response_action"] == "errors"
-    assert list(answer["errors"]) == [cards.UPDATE_BLOCK]
-    assert "no longer matches an incident" in answer["errors"][cards.UPDATE_BLOCK]
+    assert list(answer["errors"]) == [UPDATE_BLOCK]
+    assert "no longer matches an incident" in answer["errors"][UPDATE_BLOCK]
     e = (await audit_entries(app))[-1]
     assert (e["action"], e["actor"], e["incident"]) == ("modal.invalid", IC, None)
-    assert e["detail"]["callback_id"] == cards.UPDATE_MODAL
-    assert (await app.services.incidents.get("INC-1")).last_update_text is None
+    assert e["detail"]["callback_id"] == UPDATE_MODAL
+    assert (await app.incident("INC-1")).last_update_text is None
 
 
 async def test_a_refused_form_records_its_incident(app):
-    await declare(app)
-    values = {cards.UPDATE_BLOCK: {cards.UPDATE_INPUT: {"type": "plain_text_input", "value": "   "}}}
-    status, body, _ = await app.sender.submit_view(cards.UPDATE_MODAL, user=IC, values=values, private_metadata="INC-1")
+    await app.declare(TITLE, sev=3, user=IC)
+    values = {UPDATE_BLOCK: {UPDATE_INPUT: {"type": "plain_text_input", "value": "   "}}}
+    status, body, _ = await app.sender.submit_view(UPDATE_MODAL, user=IC, values=values, private_metadata="INC-1")
     assert status == 200 and json.loads(body)["response_action"] == "errors"
     e = (await audit_entries(app, "INC-1"))[-1]
     assert (e["action"], e["incident"]) == ("modal.refused", "INC-1")
 
 
 async def test_an_unknown_form_is_acknowledged_and_audited(app):
-    await declare(app)
+    await app.declare(TITLE, sev=3, user=IC)
     status, body, _ = await app.sender.submit_view("nobody.knows", user=IC, values={}, private_metadata="INC-1")
     assert status == 200 and not body.strip()
     e = (await audit_entries(app, "INC-1"))[-1]

@@ -1,9 +1,11 @@
 """Running it: restarts keep state, health and readiness, start-up refusals, Slack edge cases."""
+
 from __future__ import annotations
 
 import aiohttp
 
-from tests.core.helpers import BOB, IC, declare, run_cli
+from bot.incidents.store import repo
+from tests.core.helpers import BOB, IC, TITLE, run_cli
 from tests.harness import start_app
 from tests.support.ports import free_port
 
@@ -11,29 +13,28 @@ TOKENS = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s3cret"}
 
 
 async def _get(url: str) -> tuple[int, dict]:
-    async with aiohttp.ClientSession() as s:
-        async with s.get(url) as resp:
-            return resp.status, await resp.json()
+    async with aiohttp.ClientSession() as s, s.get(url) as resp:
+        return resp.status, await resp.json()
 
 
 async def test_state_survives_a_restart_of_the_app(slack, redis_url, clock):
-    first = await start_app(slack, redis_url, clock)
+    app = await start_app(slack, redis_url, clock)
     try:
-        ch = await declare(first, sev=3)
-        await first.run(f"role ops <@{BOB}>", user=IC, channel=ch)
-        await first.run("sev 1 users down", user=IC, channel=ch)
+        ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
+        await app.run(f"role ops <@{BOB}>", user=IC, channel=ch)
+        await app.run("sev 1 users down", user=IC, channel=ch)
     finally:
-        await first.stop()
+        await app.stop()
     slack.responses.clear()  # the new process numbers its response_url keys from the start again
-    second = await start_app(slack, redis_url, clock)
+    app2 = await start_app(slack, redis_url, clock)
     try:
-        out = await second.run("status", user=BOB, channel=ch)
+        out = await app2.run("status", user=BOB, channel=ch)
         assert "*INC-1* SEV1 · active · GPU hang in us-east" in out
         assert f"Roles: ic <@{IC}>, ops <@{BOB}>" in out
-        await second.run("declare Second incident", user=IC)
-        assert (await second.services.incidents.open_ids()) == ["INC-1", "INC-2"]  # the counter survived too
+        await app2.run("declare Second incident", user=IC)
+        assert (await repo(app2.services).open_ids()) == ["INC-1", "INC-2"]  # the counter survived too
     finally:
-        await second.stop()
+        await app2.stop()
 
 
 async def test_healthz_and_readyz(app):
@@ -42,12 +43,12 @@ async def test_healthz_and_readyz(app):
 
 
 async def test_readyz_is_503_when_redis_is_unreachable(slack, clock):
-    dead = await start_app(slack, f"redis://127.0.0.1:{free_port()}/0", clock)
+    app = await start_app(slack, f"redis://127.0.0.1:{free_port()}/0", clock)
     try:
-        assert await _get(dead.url + "/healthz") == (200, {"ok": True})
-        assert await _get(dead.url + "/readyz") == (503, {"ok": False, "redis": False})
+        assert await _get(app.url + "/healthz") == (200, {"ok": True})
+        assert await _get(app.url + "/readyz") == (503, {"ok": False, "redis": False})
     finally:
-        await dead.runner.cleanup()
+        await app.runner.cleanup()
 
 
 def test_a_bad_policy_file_is_refused_at_start_with_file_line_reason(tmp_path):
@@ -81,10 +82,11 @@ def test_missing_slack_bot_token_is_one_line_and_exit_2():
 
 async def test_channel_name_taken_gets_a_suffix(app):
     app.slack.add_channel("inc-20261130-1-gpu-hang-in-us-east")
-    ch = await declare(app)
+    await app.declare(TITLE, sev=3, user=IC)
+    ch = app.slack.state.find_by_name("inc-20261130-1-gpu-hang-in-us-east-2").id  # as Slack created it
     names = [c.args["name"] for c in app.slack.calls_to("conversations.create")]
     assert names == ["inc-20261130-1-gpu-hang-in-us-east", "inc-20261130-1-gpu-hang-in-us-east-2"]
-    inc = await app.services.incidents.get("INC-1")
+    inc = await app.incident("INC-1")
     assert (inc.channel_id, inc.channel_name) == (ch, "inc-20261130-1-gpu-hang-in-us-east-2")
     assert app.slack.channel(ch).pins == [inc.card_ts]
 

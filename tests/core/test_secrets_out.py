@@ -1,5 +1,6 @@
 """Secrets never reach the logs or the audit log: structlog events, tracebacks,
 the standard-library loggers of Bolt/slack_sdk, and policy-defined patterns."""
+
 from __future__ import annotations
 
 import subprocess
@@ -40,8 +41,10 @@ def test_logs_redact_events_tracebacks_and_library_loggers():
 def test_a_bad_redis_url_is_one_line_and_exit_2():
     out = run_cli("audit", "verify", env={"REDIS_URL": "localhost:6379"})
     assert out.returncode == 2
-    assert out.stderr.strip() == ("firebreak: bad configuration REDIS_URL: must start with redis://, rediss:// "
-                                  "or unix:// (e.g. redis://127.0.0.1:6379/0)")
+    assert out.stderr.strip() == (
+        "firebreak: bad configuration REDIS_URL: must start with redis://, rediss:// "
+        "or unix:// (e.g. redis://127.0.0.1:6379/0)"
+    )
 
 
 async def test_policy_secret_patterns_are_scrubbed_from_the_audit(app):

@@ -1,18 +1,20 @@
 """SEV only goes up: refusals are audited, concurrent raises end at the worst SEV sent."""
+
 from __future__ import annotations
 
 import asyncio
 import random
 
 from tests.conftest import audit_entries
-from tests.core.helpers import BOB, IC, declare, raw_incident
+from tests.core.helpers import BOB, IC, TITLE, raw_incident
 
 
 async def test_lowering_is_refused_with_the_reason_and_audited(app):
-    ch = await declare(app, sev=2)
+    ch = (await app.declare(TITLE, sev=2, user=IC)).channel_id
     out = await app.run("sev 3 looks calmer now", user=IC, channel=ch)
-    assert out == ("SEV only goes up while INC-1 is open: it is SEV2, you asked for SEV3. "
-                   "Downgrades happen in the postmortem.")
+    assert out == (
+        "SEV only goes up while INC-1 is open: it is SEV2, you asked for SEV3. Downgrades happen in the postmortem."
+    )
     assert (await raw_incident(app))["sev"] == "2"
     e = (await audit_entries(app))[-1]
     assert e["action"] == "command.sev" and e["actor"] == IC and e["incident"] == "INC-1"
@@ -22,19 +24,23 @@ async def test_lowering_is_refused_with_the_reason_and_audited(app):
 
 
 async def test_fifty_concurrent_raises_end_at_the_worst_and_the_audit_is_monotonic(app):
-    ch = await declare(app, sev=4)
+    ch = (await app.declare(TITLE, sev=4, user=IC)).channel_id
     rng = random.Random(20261130)
     asked = [rng.choice((3, 2, 1)) for _ in range(50)]
-    keys = await asyncio.gather(*(app.command(f"sev {n} burn rate {i}", user=IC, channel=ch)
-                                  for i, n in enumerate(asked)))
+    keys = await asyncio.gather(
+        *(app.command(f"sev {n} burn rate {i}", user=IC, channel=ch) for i, n in enumerate(asked))
+    )
     replies = await asyncio.gather(*(app.reply(k, timeout=30) for k in keys))
     assert len(replies) == 50
     assert (await raw_incident(app))["sev"] == str(min(asked))
 
     sev_entries = [e for e in await audit_entries(app, "INC-1") if e["action"] == "command.sev"]
     assert len(sev_entries) == 50  # one entry per request
-    changes = [e["detail"] for e in sev_entries if e["detail"]["result"] == "ok"
-               and e["detail"]["sev_from"] != e["detail"]["sev_to"]]
+    changes = [
+        e["detail"]
+        for e in sev_entries
+        if e["detail"]["result"] == "ok" and e["detail"]["sev_from"] != e["detail"]["sev_to"]
+    ]
     # Every change goes up, and together they form one path 4 → … → worst with no step taken
     # twice. (The chain orders entries by when each request finished, not by when its atomic
     # transition ran, so the path is checked as a set.)
@@ -51,14 +57,14 @@ async def test_fifty_concurrent_raises_end_at_the_worst_and_the_audit_is_monoton
             assert d["sev_asked"] > d["sev_current"]
 
     # The pinned card converges on the final SEV.
-    inc = await app.services.incidents.get("INC-1")
+    inc = await app.incident("INC-1")
     card = next(m for m in app.slack.messages(ch) if m["ts"] == inc.card_ts)
     assert f"SEV{min(asked)}" in card["text"] and f"SEV{min(asked)}" in str(card["blocks"])
 
 
 async def test_card_is_pinned_and_edited_in_place_on_raise(app):
-    ch = await declare(app, sev=3)
-    inc = await app.services.incidents.get("INC-1")
+    ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
+    inc = await app.incident("INC-1")
     assert app.slack.calls_to("pins.add")[0].args == {"channel": ch, "timestamp": inc.card_ts}
     await app.run("sev 1 users seeing errors", user=IC, channel=ch)
     [upd] = app.slack.calls_to("chat.update")
@@ -70,7 +76,7 @@ async def test_card_is_pinned_and_edited_in_place_on_raise(app):
 
 
 async def test_non_ic_refusal_changes_nothing_and_is_audited(app):
-    ch = await declare(app, sev=3)
+    ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
     await app.run("sev 1 panic", user=BOB, channel=ch)
     e = (await audit_entries(app))[-1]
     assert (e["actor"], e["detail"]["result"]) == (BOB, "refused")

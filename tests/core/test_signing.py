@@ -1,4 +1,5 @@
 """Requests that Slack did not sign, or signed too long ago, get 401 and change nothing."""
+
 from __future__ import annotations
 
 import time
@@ -23,9 +24,11 @@ async def test_unsigned_or_stale_requests_get_401_and_change_nothing(app, case):
     ts = {"stale timestamp": int(time.time()) - 301, "future timestamp": int(time.time()) + 301}.get(case)
     if case == "tampered body":
         headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(body, app.sender.secret)}
-        async with aiohttp.ClientSession() as s:
-            async with s.post(app.sender.url, data=body.replace(b"sev+1", b"sev+2"), headers=headers) as resp:
-                status = resp.status
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(app.sender.url, data=body.replace(b"sev+1", b"sev+2"), headers=headers) as resp,
+        ):
+            status = resp.status
     else:
         status, _, _ = await sender.post(body, "application/x-www-form-urlencoded", timestamp=ts)
     assert status == 401
@@ -42,8 +45,7 @@ async def test_unsigned_button_press_gets_401(app):
 
 async def test_a_timestamp_just_inside_five_minutes_is_accepted(app):
     body = slash_command_body("help", user_id=IC, response_url=app.slack.response_url("ok"))
-    status, _, _ = await app.sender.post(body, "application/x-www-form-urlencoded",
-                                         timestamp=int(time.time()) - 240)
+    status, _, _ = await app.sender.post(body, "application/x-www-form-urlencoded", timestamp=int(time.time()) - 240)
     assert status == 200
     assert (await app.slack.wait_for_response("ok")).body["text"].startswith("*Firebreak commands*")
 

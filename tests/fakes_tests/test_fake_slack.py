@@ -17,8 +17,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from tests.fakes.slack import (FakeSlack, SlackSender, sign, slash_command_body,
-                               url_verification_body)
+from tests.fakes.slack import FakeSlack, SlackSender, sign, slash_command_body, url_verification_body
 
 SECRET = "shhh-signing-secret"
 
@@ -44,6 +43,7 @@ async def api_error(coro) -> str:
 
 
 # --- Web API -------------------------------------------------------------
+
 
 @pytest.mark.asyncio
 async def test_start_returns_api_base_url_and_auth_test(fake, client):
@@ -77,10 +77,12 @@ async def test_body_styles_json_vs_query_params(fake, client):
 @pytest.mark.asyncio
 async def test_form_body_is_parsed_too(fake):
     import aiohttp
-    async with aiohttp.ClientSession() as s:
-        async with s.post(fake.api_url + "conversations.create",
-                          data={"token": "xoxb-x", "name": "via-form"}) as r:
-            body = await r.json()
+
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(fake.api_url + "conversations.create", data={"token": "xoxb-x", "name": "via-form"}) as r,
+    ):
+        body = await r.json()
     assert body["ok"] and body["channel"]["name"] == "via-form"
 
 
@@ -159,8 +161,7 @@ async def test_pins_and_ephemeral(fake, client):
 
 @pytest.mark.asyncio
 async def test_views_open_update(fake, client):
-    view = {"type": "modal", "callback_id": "declare",
-            "title": {"type": "plain_text", "text": "Declare"}, "blocks": []}
+    view = {"type": "modal", "callback_id": "declare", "title": {"type": "plain_text", "text": "Declare"}, "blocks": []}
     opened = await client.views_open(trigger_id="1.2.abc", view=view)
     vid = opened["view"]["id"]
     assert opened["view"]["callback_id"] == "declare"
@@ -180,8 +181,9 @@ async def test_rate_limit_raises_then_retry_handler_succeeds(fake, client):
     assert exc.value.response["error"] == "ratelimited"
 
     fake.rate_limit_next("chat.postMessage", times=1, retry_after=0)
-    retrying = AsyncWebClient(token="xoxb-test", base_url=fake.api_url,
-                              retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)])
+    retrying = AsyncWebClient(
+        token="xoxb-test", base_url=fake.api_url, retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)]
+    )
     resp = await retrying.chat_postMessage(channel=cid, text="eventually")
     assert resp["ok"] and len(fake.calls_to("chat.postMessage")) == 3
     assert [m["text"] for m in fake.messages(cid)] == ["eventually"]
@@ -227,6 +229,7 @@ async def test_response_url_via_webhook_client(fake):
 
 # --- signing -------------------------------------------------------------
 
+
 def test_signature_accepted_by_slack_sdk_verifier():
     body = slash_command_body("declare sev1 db down")
     headers = sign(body, SECRET)
@@ -243,17 +246,18 @@ def test_signature_roundtrip_property(text, secret):
     # SignatureVerifier only accepts UTF-8 bodies and non-blank secrets.
     body = text.encode()
     headers = sign(body, secret)
-    assert SignatureVerifier(secret).is_valid(body, headers["X-Slack-Request-Timestamp"],
-                                              headers["X-Slack-Signature"])
+    assert SignatureVerifier(secret).is_valid(body, headers["X-Slack-Request-Timestamp"], headers["X-Slack-Signature"])
 
 
 # --- end to end with slack_bolt ---------------------------------------------
 
+
 @pytest_asyncio.fixture
 async def bolt_app(fake):
     """A minimal Bolt AsyncApp served by aiohttp on a random port, talking to the fake."""
-    app = AsyncApp(token="xoxb-test", signing_secret=SECRET,
-                   client=AsyncWebClient(token="xoxb-test", base_url=fake.api_url))
+    app = AsyncApp(
+        token="xoxb-test", signing_secret=SECRET, client=AsyncWebClient(token="xoxb-test", base_url=fake.api_url)
+    )
 
     @app.command("/incident")
     async def incident(ack, command, say, respond):
@@ -264,8 +268,7 @@ async def bolt_app(fake):
     @app.action("ack_btn")
     async def ack_btn(ack, body, client):
         await ack()
-        await client.chat_update(channel=body["channel"]["id"],
-                                 ts=body["container"]["message_ts"], text="acked")
+        await client.chat_update(channel=body["channel"]["id"], ts=body["container"]["message_ts"], text="acked")
 
     @app.event("app_mention")
     async def mention(event, say):
@@ -289,8 +292,9 @@ async def bolt_app(fake):
 async def test_bolt_slash_command_say_and_respond(fake, bolt_app):
     fake.add_channel("general", channel_id="C123")
     sender = SlackSender(bolt_app, SECRET)
-    status, text, elapsed = await sender.command("sev1 db down", user="U_IC", channel="C123",
-                                                 response_url=fake.response_url("r1"))
+    status, text, elapsed = await sender.command(
+        "sev1 db down", user="U_IC", channel="C123", response_url=fake.response_url("r1")
+    )
     assert status == 200 and "on it" in text and elapsed < 3
     await fake.wait_for("chat.postMessage")
     await fake.wait_for_response("r1")
@@ -305,10 +309,12 @@ async def test_bolt_rejects_bad_signature(fake, bolt_app):
     assert status == 401
     body = url_verification_body("abc")
     import aiohttp
+
     async with aiohttp.ClientSession() as s:
         stale = sign(body, SECRET, timestamp=int(time.time()) - 600)
-        async with s.post(bolt_app + "/slack/events", data=body,
-                          headers={**stale, "Content-Type": "application/json"}) as r:
+        async with s.post(
+            bolt_app + "/slack/events", data=body, headers={**stale, "Content-Type": "application/json"}
+        ) as r:
             assert r.status == 401
     status, text, _ = await SlackSender(bolt_app, SECRET).post(body, "application/json")
     assert status == 200 and "abc" in text
@@ -323,8 +329,11 @@ async def test_bolt_action_and_event(fake, bolt_app):
     assert status == 200
     await fake.wait_for("chat.update")
     assert fake.messages(cid)[0]["text"] == "acked"
-    status, _, _ = await sender.event({"type": "app_mention", "user": "U1", "text": "<@UBOT> hi",
-                                       "ts": ts, "channel": cid}, event_id="Ev1", retry_num=1)
+    status, _, _ = await sender.event(
+        {"type": "app_mention", "user": "U1", "text": "<@UBOT> hi", "ts": ts, "channel": cid},
+        event_id="Ev1",
+        retry_num=1,
+    )
     assert status == 200
     call = await fake.wait_for(lambda c: c.method == "chat.postMessage")
     assert call.args["thread_ts"] == ts

@@ -1,4 +1,5 @@
 """Checks for tests/support: backfilled Prometheus and a real Alertmanager."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,21 +29,27 @@ def services_installed():
 
 
 def test_openmetrics_text_rules():
-    text = render_openmetrics([
-        Series("reqs_total", "counter", {"b": "2", "a": "x"}, [(20, 2), (10, 1)]),
-        Series("temp", "gauge", {}, [(10, 1.5)]),
-        Series("lat_bucket", "histogram", {"le": math.inf}, [(10, 3)]),
-        Series("lat_bucket", "histogram", {"le": 2.0}, [(10, 2)]),
-        Series("lat_count", "histogram", {}, [(10, 3)]),
-        Series("lat_sum", "histogram", {}, [(10, 4.5)]),
-    ])
+    text = render_openmetrics(
+        [
+            Series("reqs_total", "counter", {"b": "2", "a": "x"}, [(20, 2), (10, 1)]),
+            Series("temp", "gauge", {}, [(10, 1.5)]),
+            Series("lat_bucket", "histogram", {"le": math.inf}, [(10, 3)]),
+            Series("lat_bucket", "histogram", {"le": 2.0}, [(10, 2)]),
+            Series("lat_count", "histogram", {}, [(10, 3)]),
+            Series("lat_sum", "histogram", {}, [(10, 4.5)]),
+        ]
+    )
     lines = text.splitlines()
     assert lines[0] == "# TYPE reqs counter"
     assert lines[1:3] == ['reqs_total{a="x",b="2"} 1 10', 'reqs_total{a="x",b="2"} 2 20']
     assert "# TYPE lat histogram" in lines
     i = lines.index("# TYPE lat histogram")
-    assert lines[i + 1:i + 5] == ['lat_bucket{le="2.0"} 2 10', 'lat_bucket{le="+Inf"} 3 10',
-                                  "lat_count 3 10", "lat_sum 4.5 10"]
+    assert lines[i + 1 : i + 5] == [
+        'lat_bucket{le="2.0"} 2 10',
+        'lat_bucket{le="+Inf"} 3 10',
+        "lat_count 3 10",
+        "lat_sum 4.5 10",
+    ]
     assert lines[-1] == "# EOF" and text.endswith("# EOF\n")
     assert "" not in lines and ", " not in text
 
@@ -59,14 +66,23 @@ def test_openmetrics_rejects_bad_input():
 @pytest.mark.asyncio
 async def test_backfilled_prometheus_answers_burn_rate(tmp_path, services_installed):
     cells = {"healthy": 0.001, "warm": 0.05, "burning": 0.2}
-    sc = ttft_scenario(cells, START_TS, minutes=120,
-                       triage={"burning": CellTriage(kv_cache_usage=0.97, preemptions_per_min=6,
-                                                     xid=79, quarantined_nodes=["gpu-burning-0"],
-                                                     pending_workloads=12)})
+    sc = ttft_scenario(
+        cells,
+        START_TS,
+        minutes=120,
+        triage={
+            "burning": CellTriage(
+                kv_cache_usage=0.97,
+                preemptions_per_min=6,
+                xid=79,
+                quarantined_nodes=["gpu-burning-0"],
+                pending_workloads=12,
+            )
+        },
+    )
     async with PrometheusServer(tmp_path, sc) as prom:
         pc = PrometheusConnect(prom.url, disable_ssl=True)
-        rows = await asyncio.to_thread(pc.custom_query, BURN_RATE_QUERY,
-                                       params={"time": sc.end_ts})
+        rows = await asyncio.to_thread(pc.custom_query, BURN_RATE_QUERY, params={"time": sc.end_ts})
         got = {r["metric"]["cell"]: float(r["value"][1]) for r in rows}
         assert set(got) == set(cells)
         assert got["healthy"] == pytest.approx(0.1, rel=0.05)
@@ -78,6 +94,7 @@ async def test_backfilled_prometheus_answers_burn_rate(tmp_path, services_instal
         # Triage signals are there at the same evaluation time.
         def q(expr):
             return pc.custom_query(expr, params={"time": sc.end_ts})
+
         kv = await asyncio.to_thread(q, 'max by (cell) (vllm:kv_cache_usage_perc{cell="burning"})')
         assert float(kv[0]["value"][1]) == pytest.approx(0.97)
         pre = await asyncio.to_thread(q, 'sum(rate(vllm:num_preemptions_total{cell="burning"}[10m]))')
@@ -98,11 +115,9 @@ async def test_backfilled_prometheus_answers_burn_rate(tmp_path, services_instal
 @pytest.mark.asyncio
 async def test_alertmanager_delivers_v4_webhook_grouped_by_cell(tmp_path, services_installed):
     token = "test-token-123"
-    async with WebhookReceiver(token=token) as hook, \
-            AlertmanagerServer(tmp_path, hook.url, token) as am:
+    async with WebhookReceiver(token=token) as hook, AlertmanagerServer(tmp_path, hook.url, token) as am:
         alerts = [
-            alert("TTFTBurnRateHigh", cell="a", labels={"severity": "page"},
-                  annotations={"summary": "burn 20x"}),
+            alert("TTFTBurnRateHigh", cell="a", labels={"severity": "page"}, annotations={"summary": "burn 20x"}),
             alert("KVCacheSaturated", cell="a", labels={"severity": "page"}),
             alert("TTFTBurnRateHigh", cell="b", labels={"severity": "page"}),
         ]
@@ -114,8 +129,7 @@ async def test_alertmanager_delivers_v4_webhook_grouped_by_cell(tmp_path, servic
         assert p["version"] == "4"
         assert p["status"] == "firing"
         assert d.headers["Authorization"] == f"Bearer {token}"
-        assert sorted(a["labels"]["alertname"] for a in p["alerts"]) == [
-            "KVCacheSaturated", "TTFTBurnRateHigh"]
+        assert sorted(a["labels"]["alertname"] for a in p["alerts"]) == ["KVCacheSaturated", "TTFTBurnRateHigh"]
         assert all(a["status"] == "firing" for a in p["alerts"])
         assert p["commonLabels"] == {"cell": "a", "severity": "page"}
         for key in ("receiver", "commonAnnotations", "externalURL", "groupKey"):
@@ -126,6 +140,7 @@ async def test_alertmanager_delivers_v4_webhook_grouped_by_cell(tmp_path, servic
 
         # send_resolved: resolving the cell-a alerts produces a "resolved" payload.
         await am.resolve_alerts(alerts[:2])
-        r = await hook.wait_for(lambda d: d.payload["status"] == "resolved"
-                                and d.payload["groupLabels"] == {"cell": "a"}, timeout=10)
+        r = await hook.wait_for(
+            lambda d: d.payload["status"] == "resolved" and d.payload["groupLabels"] == {"cell": "a"}, timeout=10
+        )
         assert len(r.payload["alerts"]) == 2

@@ -1,11 +1,12 @@
 """Fixtures for the lever tests: fake cells (us-east-3, us-east-1) and the fleet context (global),
-a kubeconfig naming them, and the real app over HTTP wired to them."""
+a kubeconfig naming them, and the real app over HTTP wired to them (`app`)."""
+
 from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 import yaml
@@ -59,8 +60,9 @@ async def cells(tmp_path: Path) -> AsyncIterator[Cells]:
     seed_cell(east3)
     seed_cell(east1)
     fleet.put(samples.http_route(backends={"cell-us-east-1": 50, "cell-us-east-2": 50, "cell-us-east-3": 0}))
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig",
-                                  {"us-east-3": east3.url, "us-east-1": east1.url, "global": fleet.url})
+    kubeconfig = write_kubeconfig(
+        tmp_path / "kubeconfig", {"us-east-3": east3.url, "us-east-1": east1.url, "global": fleet.url}
+    )
     yield Cells(east3, east1, fleet, kubeconfig)
     for c in (east3, east1, fleet):
         await c.stop()
@@ -87,14 +89,21 @@ def prometheus(tmp_path_factory):
 
 @pytest.fixture
 def app_settings() -> dict:
-    """Extra settings for `lapp` (a test module may override this fixture)."""
+    """Settings for `app` on top of the fake cells' kubeconfig and the test policy. A module overrides
+    this fixture; a test may parametrize it (e.g. `{"kubeconfig": None}` for no kube config at all)."""
     return {}
 
 
 @pytest.fixture
-async def lapp(slack, redis_url, clock, cells: Cells, tmp_path: Path, policy_overrides: dict,
-               app_settings: dict) -> AsyncIterator[RunningApp]:
-    app = await start_app(slack, redis_url, clock, kubeconfig=str(cells.kubeconfig),
-                          firebreak_policy_dir=str(write_policy(tmp_path, **policy_overrides)), **app_settings)
-    yield app
-    await app.stop()  # the runtime closes the kube clients too
+async def app(
+    slack, redis_url, clock, cells: Cells, tmp_path: Path, policy_overrides: dict, app_settings: dict
+) -> AsyncIterator[RunningApp]:
+    """The real app over HTTP, its kube contexts the fake cells, its levers policy `policy_overrides`."""
+    settings = {
+        "kubeconfig": str(cells.kubeconfig),
+        "firebreak_policy_dir": str(write_policy(tmp_path, **policy_overrides)),
+        **app_settings,
+    }
+    running = await start_app(slack, redis_url, clock, **settings)
+    yield running
+    await running.stop()  # the runtime closes the kube clients too

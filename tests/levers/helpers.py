@@ -1,4 +1,5 @@
-"""Shared steps for the lever tests. Users: U_IC declares; OPS, MODEL, SEC get roles."""
+"""Shared steps for the lever tests. Users: U_IC declares (`app.declare`); OPS, MODEL, SEC get roles."""
+
 from __future__ import annotations
 
 import asyncio
@@ -6,15 +7,18 @@ import copy
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from bot.incidents.models import Incident
+from bot.core.registry import Hook
 from tests.fakes.kube import FakeKubeCluster
 from tests.harness import RunningApp
 
-KUBECTL = shutil.which("kubectl")
+# Always truthy, so `if KUBECTL:` never quietly skips the kubectl reference run:
+# a missing kubectl fails in kubectl() below.
+KUBECTL = shutil.which("kubectl") or "kubectl"
 OPS, MODEL, SEC, NOBODY = "U0OPS", "U0MODEL", "U0SEC", "U0NOBODY"
 PROVENANCE = ("firebreak.io/request", "firebreak.io/incident")
+F = TypeVar("F")
 
 
 @dataclass
@@ -25,25 +29,32 @@ class Cells:
     kubeconfig: Path
 
 
-async def incident(app: RunningApp, roles: dict[str, str] | None = None, cell: str = "us-east-3") -> Incident:
-    """Declare as U_IC with one cell, then hand out roles {role: user}."""
-    out = await app.run(f"declare GPU trouble --sev 2 --cell {cell}", user="U_IC")
-    assert "Declared" in out, out
-    inc = await app.services.incidents.get(out.split()[1])
-    assert inc is not None and inc.channel_id
-    for role, user in (roles or {}).items():
-        got = await app.run(f"role {role} <@{user}>", user="U_IC", channel=inc.channel_id)
-        assert "Usage" not in got and "Only" not in got, got
-    inc = await app.services.incidents.get(inc.id)
-    assert inc is not None
-    return inc
+def replace_hook(app: RunningApp, hook: Hook[F], *fns: F) -> None:
+    """Make ``fns`` the only functions filling ``hook`` in this app. The registry is the app's own
+    (built per app), so nothing leaks into other tests. (Candidate for tests/harness.py.)"""
+    app.services.registry._hooks[hook.name] = list(fns)
+
+
+async def start_hooks(app: RunningApp) -> None:
+    """Run the app's start hooks once, as a scheduler loop does when a process starts.
+    (Candidate for tests/harness.py.)"""
+    for hook in app.services.scheduler.startup:
+        await hook()
 
 
 async def kubectl(kubeconfig: Path, context: str, *args: str) -> str:
-    assert KUBECTL
+    if shutil.which(KUBECTL) is None:
+        raise RuntimeError("kubectl is required: install it (it is on the machine image; see .ci/run)")
     proc = await asyncio.create_subprocess_exec(
-        KUBECTL, "--kubeconfig", str(kubeconfig), "--context", context, *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        KUBECTL,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--context",
+        context,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     return out.decode()

@@ -1,6 +1,7 @@
 """Every lever against the fake API server: the object after apply equals what the seed's kubectl
 line produces on an identical object; the wire carries exactly the planned calls; undo restores the
 original exactly; --dry-run changes nothing."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,9 @@ import pytest
 
 from levers import hooks
 from levers.executor import execute_approved
-from levers.requests import get_request, transition
+from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.levers.helpers import KUBECTL, MODEL, OPS, SEC, comparable, incident, kubectl, patches, say
+from tests.levers.helpers import KUBECTL, MODEL, OPS, SEC, comparable, kubectl, patches, replace_hook, say
 
 
 @dataclass
@@ -29,40 +30,134 @@ class Case:
 
 
 CASES = {
-    "kueue-hold": Case("lever kueue-hold research-h100 --cell us-east-3", OPS, "clusterqueue", "research-h100", None,
-                       [["patch", "clusterqueue", "research-h100", "--type=merge", "-p", '{"spec":{"stopPolicy":"Hold"}}']],
-                       "stopPolicy=Hold"),
-    "kueue-hold-drain": Case("lever kueue-hold-drain research-h100 --cell us-east-3", OPS, "clusterqueue",
-                             "research-h100", None,
-                             [["patch", "clusterqueue", "research-h100", "--type=merge", "-p",
-                               '{"spec":{"stopPolicy":"HoldAndDrain"}}']], "stopPolicy=HoldAndDrain"),
-    "keda-pause": Case("lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS, "scaledobject", "llm-70b",
-                       "serve-chat", [["annotate", "scaledobject", "llm-70b", "-n", "serve-chat",
-                                       "autoscaling.keda.sh/paused-replicas=6", "--overwrite"]], "paused at 6 replicas"),
-    "node-quarantine": Case("lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79 ticket=INC-4812", OPS,
-                            "node", "gpu-a3-0001", None,
-                            [["taint", "nodes", "gpu-a3-0001", "gpu.corp/quarantine=xid79:NoSchedule", "--overwrite"],
-                             ["label", "nodes", "gpu-a3-0001", "gpu.corp/quarantine-reason=xid79",
-                              "gpu.corp/quarantine-ticket=INC-4812", "--overwrite"]], "gpu.corp/quarantine=xid79"),
-    "jobset-suspend": Case("lever jobset-suspend train-llm/pretrain-405b --cell us-east-3", OPS, "jobset",
-                           "pretrain-405b", "train-llm",
-                           [["patch", "jobset", "pretrain-405b", "-n", "train-llm", "--type=merge", "-p",
-                             '{"spec":{"suspend":true}}']], "suspend=true"),
-    "killswitch": Case("lever killswitch toolgw/toolgw-flags --cell us-east-3 tenant=acme level=read", SEC,
-                       "configmap", "toolgw-flags", "toolgw",
-                       [["patch", "configmap", "toolgw-flags", "-n", "toolgw", "--type=merge", "-p",
-                         '{"data":{"acme.max_side_effect":"read"}}']], "acme.max_side_effect=read"),
-    "sandbox-quarantine": Case("lever sandbox-quarantine sbx-tenant-acme/sess-7f3a9c-0 --cell us-east-3", SEC, "pod",
-                               "sess-7f3a9c-0", "sbx-tenant-acme",
-                               [["label", "pod", "-n", "sbx-tenant-acme", "sess-7f3a9c-0", "ir.corp/quarantine=true"]],
-                               "ir.corp/quarantine=true"),
+    "kueue-hold": Case(
+        "lever kueue-hold research-h100 --cell us-east-3",
+        OPS,
+        "clusterqueue",
+        "research-h100",
+        None,
+        [["patch", "clusterqueue", "research-h100", "--type=merge", "-p", '{"spec":{"stopPolicy":"Hold"}}']],
+        "stopPolicy=Hold",
+    ),
+    "kueue-hold-drain": Case(
+        "lever kueue-hold-drain research-h100 --cell us-east-3",
+        OPS,
+        "clusterqueue",
+        "research-h100",
+        None,
+        [["patch", "clusterqueue", "research-h100", "--type=merge", "-p", '{"spec":{"stopPolicy":"HoldAndDrain"}}']],
+        "stopPolicy=HoldAndDrain",
+    ),
+    "keda-pause": Case(
+        "lever keda-pause serve-chat/llm-70b --cell us-east-3",
+        OPS,
+        "scaledobject",
+        "llm-70b",
+        "serve-chat",
+        [
+            [
+                "annotate",
+                "scaledobject",
+                "llm-70b",
+                "-n",
+                "serve-chat",
+                "autoscaling.keda.sh/paused-replicas=6",
+                "--overwrite",
+            ]
+        ],
+        "paused at 6 replicas",
+    ),
+    "node-quarantine": Case(
+        "lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79 ticket=INC-4812",
+        OPS,
+        "node",
+        "gpu-a3-0001",
+        None,
+        [
+            ["taint", "nodes", "gpu-a3-0001", "gpu.corp/quarantine=xid79:NoSchedule", "--overwrite"],
+            [
+                "label",
+                "nodes",
+                "gpu-a3-0001",
+                "gpu.corp/quarantine-reason=xid79",
+                "gpu.corp/quarantine-ticket=INC-4812",
+                "--overwrite",
+            ],
+        ],
+        "gpu.corp/quarantine=xid79",
+    ),
+    "jobset-suspend": Case(
+        "lever jobset-suspend train-llm/pretrain-405b --cell us-east-3",
+        OPS,
+        "jobset",
+        "pretrain-405b",
+        "train-llm",
+        [["patch", "jobset", "pretrain-405b", "-n", "train-llm", "--type=merge", "-p", '{"spec":{"suspend":true}}']],
+        "suspend=true",
+    ),
+    "killswitch": Case(
+        "lever killswitch toolgw/toolgw-flags --cell us-east-3 tenant=acme level=read",
+        SEC,
+        "configmap",
+        "toolgw-flags",
+        "toolgw",
+        [
+            [
+                "patch",
+                "configmap",
+                "toolgw-flags",
+                "-n",
+                "toolgw",
+                "--type=merge",
+                "-p",
+                '{"data":{"acme.max_side_effect":"read"}}',
+            ]
+        ],
+        "acme.max_side_effect=read",
+    ),
+    "sandbox-quarantine": Case(
+        "lever sandbox-quarantine sbx-tenant-acme/sess-7f3a9c-0 --cell us-east-3",
+        SEC,
+        "pod",
+        "sess-7f3a9c-0",
+        "sbx-tenant-acme",
+        [["label", "pod", "-n", "sbx-tenant-acme", "sess-7f3a9c-0", "ir.corp/quarantine=true"]],
+        "ir.corp/quarantine=true",
+    ),
     # `kubectl argo rollouts abort` is a merge patch of {"status":{"abort":true}} on /status.
-    "rollout-abort": Case("lever rollout-abort serve-chat/llm-70b --cell us-east-3", MODEL, "rollout", "llm-70b",
-                          "serve-chat", [["patch", "rollout", "llm-70b", "-n", "serve-chat", "--subresource=status",
-                                          "--type=merge", "-p", '{"status":{"abort":true}}']], "abort"),
+    "rollout-abort": Case(
+        "lever rollout-abort serve-chat/llm-70b --cell us-east-3",
+        MODEL,
+        "rollout",
+        "llm-70b",
+        "serve-chat",
+        [
+            [
+                "patch",
+                "rollout",
+                "llm-70b",
+                "-n",
+                "serve-chat",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                '{"status":{"abort":true}}',
+            ]
+        ],
+        "abort",
+    ),
     # The global route table: the fleet context, approval, and a guarded JSON patch as the reference.
-    "route-weight": Case("lever route-weight edge/chat-global backend=cell-us-east-1", OPS, "httproute",
-                         "chat-global", "edge", None, "cell-us-east-1 weight 50→25", "fleet", "global"),
+    "route-weight": Case(
+        "lever route-weight edge/chat-global backend=cell-us-east-1",
+        OPS,
+        "httproute",
+        "chat-global",
+        "edge",
+        None,
+        "cell-us-east-1 weight 50→25",
+        "fleet",
+        "global",
+    ),
 }
 
 
@@ -75,14 +170,14 @@ def app_settings(request) -> dict:
 
 
 @pytest.fixture
-def approvals(monkeypatch):
+def approvals(app):
     """Stand-in for the approval flow: record what was asked."""
     asked = []
 
     async def ask(svc, inc, rec):
         asked.append(rec)
 
-    monkeypatch.setattr(hooks, "APPROVAL_REQUESTED", [ask])
+    replace_hook(app, hooks.APPROVAL_REQUESTED, ask)
     return asked
 
 
@@ -93,27 +188,27 @@ async def _pull(app, cells, case: Case, channel: str, asked: list) -> str:
         rec = asked[-1]
         cell = getattr(cells, case.cluster)
         assert cell.requests and not patches(cell)  # planned from a read; nothing written yet
-        assert await transition(app.services.redis, rec.id, {"pending_approval"}, "approved", approved_by="U_IC")
+        assert await lever_store(app.services).transition(rec.id, {"pending_approval"}, "approved", approved_by="U_IC")
         res = await execute_approved(app.services, rec.id, "U_IC")
         out = res.message
     return out
 
 
 @pytest.mark.parametrize("lever", sorted(CASES))
-async def test_lever_matches_kubectl_and_undoes_exactly(lever, lapp, cells, approvals):
+async def test_lever_matches_kubectl_and_undoes_exactly(lever, app, cells, approvals):
     case = CASES[lever]
     cell = getattr(cells, case.cluster)
-    inc = await incident(lapp, {"ops": OPS, "model": MODEL, "security": SEC})
+    inc = await app.declare(roles={"ops": OPS, "model": MODEL, "security": SEC})
     original = cell.get(case.kind, case.name, case.namespace)
     cell.requests.clear()
 
     # Dry run: the exact calls, and nothing written.
-    dry = await say(lapp, case.command + " --dry-run", case.user, inc.channel_id)
+    dry = await say(app, case.command + " --dry-run", case.user, inc.channel_id)
     assert "(dry run)" in dry and "Nothing was changed" in dry and "Content-Type: application/" in dry, dry
     assert f"kubectl --context {case.context}" in dry
     assert not patches(cell)
     assert cell.get(case.kind, case.name, case.namespace) == original
-    planned = await get_request(lapp.services.redis, "REQ-1")
+    planned = await lever_store(app.services).get("REQ-1")
     lines = case.kubectl
     if lines is None:
         body = json.dumps(planned.plan["body"], separators=(",", ":"))
@@ -131,31 +226,32 @@ async def test_lever_matches_kubectl_and_undoes_exactly(lever, lapp, cells, appr
     cell.requests.clear()
     approvals.clear()
 
-    out = await _pull(lapp, cells, case, inc.channel_id, approvals)
+    out = await _pull(app, cells, case, inc.channel_id, approvals)
     req_id = "REQ-2"
     assert out.startswith(f"{req_id} {lever} ") and "applied" in out and case.effect in out, out
-    rec = await get_request(lapp.services.redis, req_id)
+    rec = await lever_store(app.services).get(req_id)
     assert rec is not None and rec.state == "done"
     # The wire carried exactly the planned calls.
     sent = patches(cell)
     assert [(r.method, r.path, r.content_type, r.body) for r in sent] == [
-        (c["method"], c["path"], c["content_type"], c["body"]) for c in rec.plan["calls"]]
+        (c["method"], c["path"], c["content_type"], c["body"]) for c in rec.plan["calls"]
+    ]
     after = cell.get(case.kind, case.name, case.namespace)
     assert after["metadata"]["annotations"]["firebreak.io/request"] == req_id
     assert after["metadata"]["annotations"]["firebreak.io/incident"] == inc.id
     if reference is not None:
         assert comparable(after) == reference
 
-    undo = await lapp.run(f"undo {req_id}", user=case.user, channel=inc.channel_id)
+    undo = await app.run(f"undo {req_id}", user=case.user, channel=inc.channel_id)
     if lever == "rollout-abort":
         assert "can't be undone by Firebreak" in undo and "deploy" in undo, undo
         return
     assert f"{req_id} {lever}" in undo and "undone" in undo, undo
     restored = cell.get(case.kind, case.name, case.namespace)
     assert comparable(restored, drop_provenance=False) == comparable(original, drop_provenance=False)
-    assert (await get_request(lapp.services.redis, req_id)).state == "undone"
-    again = await lapp.run(f"undo {req_id}", user=case.user, channel=inc.channel_id)
+    assert (await lever_store(app.services).get(req_id)).state == "undone"
+    again = await app.run(f"undo {req_id}", user=case.user, channel=inc.channel_id)
     assert "only a lever that ran" in again
-    actions = [e["action"] for e in await audit_entries(lapp, inc.id)]
+    actions = [e["action"] for e in await audit_entries(app, inc.id)]
     for a in ("command.lever", "lever.apply", "lever.done", "lever.undo", "command.undo"):
         assert a in actions, (a, actions)

@@ -1,4 +1,5 @@
 """rollout-abort verify against a simulated controller, keda-pause on a Rollout target, the policy file."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from bot.policy.loader import PolicyError, load_policy
-from tests.fakes.kube import samples
-from tests.levers.conftest import write_policy
-from levers.requests import get_request
+from levers.kube import kube_for
+from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.levers.helpers import MODEL, OPS, channel_texts, incident, say
+from tests.fakes.kube import samples
+from tests.harness import start_app
+from tests.levers.conftest import write_policy
+from tests.levers.helpers import MODEL, OPS, channel_texts, say
 
 
 async def _controller(cell) -> None:
@@ -27,34 +30,34 @@ async def _controller(cell) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_rollout_abort_verifies_stable_back_at_100(lapp, cells):
-    inc = await incident(lapp, {"model": MODEL})
+async def test_rollout_abort_verifies_stable_back_at_100(app, cells):
+    inc = await app.declare(roles={"model": MODEL})
     controller = asyncio.create_task(_controller(cells.east3))
-    out = await say(lapp, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
+    out = await say(app, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
     await controller
     assert "applied and verified (aborted; stable back at 100%" in out, out
     assert "No Firebreak undo" in out and "deploy" in out
 
 
-async def test_rollout_abort_unverified_says_what_it_read(lapp, cells):
-    inc = await incident(lapp, {"model": MODEL})
-    out = await say(lapp, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
+async def test_rollout_abort_unverified_says_what_it_read(app, cells):
+    inc = await app.declare(roles={"model": MODEL})
+    out = await say(app, "lever rollout-abort serve-chat/llm-70b", MODEL, inc.channel_id)
     assert "NOT verified: abort set, but stable at 80%, canary 20%" in out, out
     assert out.startswith("REQ-1 rollout-abort serve-chat/llm-70b (us-east-3): applied, rv "), out
-    assert out in channel_texts(lapp, inc.channel_id)
-    rec = await get_request(lapp.services.redis, "REQ-1")
+    assert out in channel_texts(app, inc.channel_id)
+    rec = await lever_store(app.services).get("REQ-1")
     assert rec.state == "done" and rec.result["ok"] is False and rec.result["verified"] is False
-    entries = await audit_entries(lapp, inc.id)
+    entries = await audit_entries(app, inc.id)
     [done] = [e for e in entries if e["action"] == "lever.done"]
     assert done["detail"]["verified"] is False and "but NOT verified" in done["detail"]["message"]
     [cmd] = [e for e in entries if e["action"] == "command.lever"]
     assert cmd["detail"]["result"] == "error"  # applied but unverified is not reported as a success
 
 
-async def test_keda_pause_reads_a_rollout_target_scale(lapp, cells):
+async def test_keda_pause_reads_a_rollout_target_scale(app, cells):
     cells.east3.put(samples.scaled_object(name="llm-8b", target="llm-70b"))  # targets the Rollout (8 replicas)
-    inc = await incident(lapp, {"ops": OPS})
-    out = await say(lapp, "lever keda-pause serve-chat/llm-8b", OPS, inc.channel_id)
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, "lever keda-pause serve-chat/llm-8b", OPS, inc.channel_id)
     assert "paused at 8 replicas (Rollout llm-70b)" in out, out
     assert cells.east3.find_requests("GET", r"/apis/argoproj.io/v1alpha1/namespaces/serve-chat/rollouts/llm-70b/scale$")
     so = cells.east3.get("scaledobject", "llm-8b", "serve-chat")
@@ -66,19 +69,24 @@ def test_shipped_policy_has_the_design_defaults():
     assert pol.fleet_context == "global"
     assert pol.levers["rollout-abort"].roles == ["model"]
     assert pol.levers["killswitch"].roles == ["security"] and pol.levers["sandbox-quarantine"].roles == ["security"]
-    assert all(pol.levers[n].roles == ["ops"] for n in ("kueue-hold", "kueue-hold-drain", "keda-pause",
-                                                         "route-weight", "node-quarantine", "jobset-suspend"))
+    assert all(
+        pol.levers[n].roles == ["ops"]
+        for n in ("kueue-hold", "kueue-hold-drain", "keda-pause", "route-weight", "node-quarantine", "jobset-suspend")
+    )
     assert all("ic" not in r.roles for r in pol.levers.values())
     assert pol.levers["kueue-hold-drain"].needs_approval
     assert pol.route_weight.steps_percent == [100, 50, 0] and pol.route_weight.min_dwell_minutes == 5
 
 
-@pytest.mark.parametrize("override,expect", [
-    ({"levers": {"kueue-hold": {"roles": ["wizard"]}}}, "unknown role"),
-    ({"route_weight": {"steps_percent": [100, 0, 50]}}, "steps must start at 100"),
-    ({"headroom": {"query": "up"}}, "must contain $cell"),
-    ({"levers": {"kueue-yolo": {"roles": ["ops"]}}}, "unknown lever"),
-])
+@pytest.mark.parametrize(
+    "override,expect",
+    [
+        ({"levers": {"kueue-hold": {"roles": ["wizard"]}}}, "unknown role"),
+        ({"route_weight": {"steps_percent": [100, 0, 50]}}, "steps must start at 100"),
+        ({"headroom": {"query": "up"}}, "must contain $cell"),
+        ({"levers": {"kueue-yolo": {"roles": ["ops"]}}}, "unknown lever"),
+    ],
+)
 def test_bad_policy_is_refused_with_file_and_line(tmp_path, override, expect):
     d = write_policy(tmp_path, **override)
     with pytest.raises(PolicyError) as err:
@@ -88,13 +96,13 @@ def test_bad_policy_is_refused_with_file_and_line(tmp_path, override, expect):
 
 
 async def test_app_cleanup_closes_the_kube_clients(slack, redis_url, clock, cells, tmp_path):
-    from tests.harness import start_app
-
-    app = await start_app(slack, redis_url, clock, kubeconfig=str(cells.kubeconfig),
-                          firebreak_policy_dir=str(write_policy(tmp_path)))
-    inc = await incident(app, {"ops": OPS})
+    # Its own app, not the `app` fixture: the test is about what stopping it does.
+    app = await start_app(
+        slack, redis_url, clock, kubeconfig=str(cells.kubeconfig), firebreak_policy_dir=str(write_policy(tmp_path))
+    )
+    inc = await app.declare(roles={"ops": OPS})
     assert "applied and verified" in await say(app, "lever kueue-hold research-h100", OPS, inc.channel_id)
-    sessions = [c.api.rest_client.pool_manager for c in app.services.extras["kube"]._clients.values()]
+    sessions = [c.api.rest_client.pool_manager for c in kube_for(app.services)._clients.values()]
     assert sessions and not any(s.closed for s in sessions)
     await app.stop()
     assert all(s.closed for s in sessions)

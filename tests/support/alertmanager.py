@@ -14,15 +14,17 @@ Routing: everything goes to one webhook receiver, grouped by ``cell``
 group_interval 1s, repeat_interval 1h, send_resolved true.  Clustering is off
 (``--cluster.listen-address=``), which also avoids a ~10 s gossip settle delay.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -30,20 +32,25 @@ from aiohttp import web
 from .ports import free_port
 from .services import ManagedServer, ServiceStartError, find_binary
 
-__all__ = ["AlertmanagerServer", "WebhookReceiver", "Delivery", "alert", "iso_now"]
+__all__ = ["AlertmanagerServer", "Delivery", "WebhookReceiver", "alert", "iso_now"]
 
 
 def iso_now(offset_s: float = 0.0) -> str:
-    return datetime.fromtimestamp(time.time() + offset_s, timezone.utc).isoformat().replace(
-        "+00:00", "Z")
+    return datetime.fromtimestamp(time.time() + offset_s, UTC).isoformat().replace("+00:00", "Z")
 
 
-def alert(alertname: str, *, cell: str | None = None, labels: dict | None = None,
-          annotations: dict | None = None, starts_at: str | None = None,
-          ends_at: str | None = None, generator_url: str | None = None) -> dict:
+def alert(
+    alertname: str,
+    *,
+    cell: str | None = None,
+    labels: dict | None = None,
+    annotations: dict | None = None,
+    starts_at: str | None = None,
+    ends_at: str | None = None,
+    generator_url: str | None = None,
+) -> dict:
     """An alert in the /api/v2/alerts format."""
-    lab = {"alertname": alertname, **({"cell": cell} if cell is not None else {}),
-           **(labels or {})}
+    lab = {"alertname": alertname, **({"cell": cell} if cell is not None else {}), **(labels or {})}
     a: dict[str, Any] = {"labels": lab, "annotations": dict(annotations or {})}
     if starts_at:
         a["startsAt"] = starts_at
@@ -61,11 +68,20 @@ class AlertmanagerServer(ManagedServer):
 
     log_name = "alertmanager.log"
 
-    def __init__(self, tmpdir: str | Path, webhook_url: str, bearer_token: str | None = None,
-                 *, group_by: Sequence[str] = ("cell",), group_wait: str = "1s",
-                 group_interval: str = "1s", repeat_interval: str = "1h",
-                 send_resolved: bool = True, extra_args: Sequence[str] = (),
-                 startup_timeout: float = 20.0):
+    def __init__(
+        self,
+        tmpdir: str | Path,
+        webhook_url: str,
+        bearer_token: str | None = None,
+        *,
+        group_by: Sequence[str] = ("cell",),
+        group_wait: str = "1s",
+        group_interval: str = "1s",
+        repeat_interval: str = "1h",
+        send_resolved: bool = True,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 20.0,
+    ):
         super().__init__(tmpdir, startup_timeout)
         self.webhook_url = webhook_url
         self.bearer_token = bearer_token
@@ -79,11 +95,9 @@ class AlertmanagerServer(ManagedServer):
         self.storage_path = self.dir / "am-data"
 
     def config(self) -> dict:
-        webhook: dict[str, Any] = {"url": self.webhook_url, "send_resolved": self.send_resolved,
-                                   "max_alerts": 0}
+        webhook: dict[str, Any] = {"url": self.webhook_url, "send_resolved": self.send_resolved, "max_alerts": 0}
         if self.bearer_token:
-            webhook["http_config"] = {
-                "authorization": {"type": "Bearer", "credentials": self.bearer_token}}
+            webhook["http_config"] = {"authorization": {"type": "Bearer", "credentials": self.bearer_token}}
         return {
             "route": {
                 "receiver": "firebreak-webhook",
@@ -102,18 +116,24 @@ class AlertmanagerServer(ManagedServer):
         self.config_path.write_text(json.dumps(self.config(), indent=2) + "\n")
 
     def _argv(self) -> list[str]:
-        return [find_binary("alertmanager", "prometheus-alertmanager"), f"--config.file={self.config_path}",
-                f"--storage.path={self.storage_path}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=", *self.extra_args]
+        return [
+            find_binary("alertmanager", "prometheus-alertmanager"),
+            f"--config.file={self.config_path}",
+            f"--storage.path={self.storage_path}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",
+            *self.extra_args,
+        ]
 
     async def post_alerts(self, alerts: list[dict]) -> None:
         """POST ``alerts`` to /api/v2/alerts (raises on a non-2xx answer)."""
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            async with s.post(f"{self.url}/api/v2/alerts", json=alerts) as resp:
-                if resp.status // 100 != 2:
-                    raise ServiceStartError(
-                        f"POST /api/v2/alerts -> {resp.status}: {await resp.text()}")
+        timeout = aiohttp.ClientTimeout(total=10)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as s,
+            s.post(f"{self.url}/api/v2/alerts", json=alerts) as resp,
+        ):
+            if resp.status // 100 != 2:
+                raise ServiceStartError(f"POST /api/v2/alerts -> {resp.status}: {await resp.text()}")
 
     async def resolve_alerts(self, alerts: list[dict]) -> None:
         """Re-post ``alerts`` with endsAt=now so Alertmanager sends them as resolved."""
@@ -121,10 +141,10 @@ class AlertmanagerServer(ManagedServer):
         await self.post_alerts([{**a, "endsAt": now} for a in alerts])
 
     async def get_alerts(self) -> list[dict]:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            async with s.get(f"{self.url}/api/v2/alerts") as resp:
-                resp.raise_for_status()
-                return await resp.json()
+        timeout = aiohttp.ClientTimeout(total=10)
+        async with aiohttp.ClientSession(timeout=timeout) as s, s.get(f"{self.url}/api/v2/alerts") as resp:
+            resp.raise_for_status()
+            return await resp.json()
 
 
 @dataclass
@@ -161,7 +181,7 @@ class WebhookReceiver:
             self._cond.notify_all()
         return web.Response(text="ok")
 
-    async def start(self) -> "WebhookReceiver":
+    async def start(self) -> WebhookReceiver:
         self._cond = asyncio.Condition()
         app = web.Application()
         app.router.add_post(self.path, self._handle)
@@ -177,15 +197,15 @@ class WebhookReceiver:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "WebhookReceiver":
+    async def __aenter__(self) -> WebhookReceiver:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    async def wait_for(self, predicate: Callable[[Delivery], bool] = lambda d: True,
-                       timeout: float = 10.0) -> Delivery:
+    async def wait_for(self, predicate: Callable[[Delivery], bool] = lambda d: True, timeout: float = 10.0) -> Delivery:
         """First recorded delivery (past or future) matching ``predicate``."""
+
         async def _wait() -> Delivery:
             async with self._cond:
                 while True:
@@ -193,14 +213,17 @@ class WebhookReceiver:
                         if predicate(d):
                             return d
                     await self._cond.wait()
+
         return await asyncio.wait_for(_wait(), timeout)
 
     async def next(self, timeout: float = 10.0) -> Delivery:
         """The delivery after those already seen when called."""
         seen = len(self.deliveries)
+
         async def _wait() -> Delivery:
             async with self._cond:
                 while len(self.deliveries) <= seen:
                     await self._cond.wait()
                 return self.deliveries[seen]
+
         return await asyncio.wait_for(_wait(), timeout)

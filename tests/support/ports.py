@@ -1,4 +1,5 @@
 """Free TCP ports on loopback."""
+
 from __future__ import annotations
 
 import socket

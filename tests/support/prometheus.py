@@ -20,6 +20,7 @@ How it works: series -> OpenMetrics text (``write_openmetrics``) ->
 ``prometheus --storage.tsdb.path=<datadir> --storage.tsdb.retention.time=100y``
 on ``127.0.0.1:<free port>``, with no scrape targets.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,13 +28,12 @@ import math
 import subprocess
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from .services import (  # re-exported for callers
     DEFAULT_SERVICES_DIR,
-    ManagedProcess,
     ManagedServer,
     ServiceBinaryNotFound,
     ServiceStartError,
@@ -43,10 +43,23 @@ from .services import (  # re-exported for callers
 )
 
 __all__ = [
-    "BURN_RATE_QUERY", "CellTriage", "DEFAULT_SERVICES_DIR", "PrometheusServer", "Scenario",
-    "Series", "ServiceBinaryNotFound", "ServiceStartError", "TTFT_METRIC",
-    "burn_rate_query", "ensure_services_installed", "find_binary", "format_le",
-    "render_openmetrics", "services_dir", "ttft_scenario", "write_openmetrics",
+    "BURN_RATE_QUERY",
+    "DEFAULT_SERVICES_DIR",
+    "TTFT_METRIC",
+    "CellTriage",
+    "PrometheusServer",
+    "Scenario",
+    "Series",
+    "ServiceBinaryNotFound",
+    "ServiceStartError",
+    "burn_rate_query",
+    "ensure_services_installed",
+    "find_binary",
+    "format_le",
+    "render_openmetrics",
+    "services_dir",
+    "ttft_scenario",
+    "write_openmetrics",
 ]
 
 # --------------------------------------------------------------------------- OpenMetrics
@@ -123,7 +136,7 @@ def _family_and_sample(s: Series) -> tuple[str, str]:
     return s.name, s.name
 
 
-def _norm_labels(labels: Mapping[str, object]) -> "OrderedDict[str, str]":
+def _norm_labels(labels: Mapping[str, object]) -> OrderedDict[str, str]:
     out: OrderedDict[str, str] = OrderedDict()
     for k in sorted(k for k in labels if k != "le"):
         out[k] = str(labels[k])
@@ -175,7 +188,7 @@ def render_openmetrics(series: Iterable[Series]) -> str:
             if ftype == "histogram":
                 buckets = [m for m in members.values() if m[0] == fam + "_bucket"]
                 if buckets and not any(_le_key(m[1]["le"]) == math.inf for m in buckets):
-                    raise ValueError(f"{fam}{dict(ident)}: histogram has no le=\"+Inf\" bucket")
+                    raise ValueError(f'{fam}{dict(ident)}: histogram has no le="+Inf" bucket')
                 order = {fam + "_bucket": 0, fam + "_count": 1, fam + "_sum": 2}
                 ordered = sorted(
                     members.values(),
@@ -185,8 +198,7 @@ def render_openmetrics(series: Iterable[Series]) -> str:
                 for ts in all_ts:
                     for name, labels, points in ordered:
                         if ts in points:
-                            lines.append(f"{name}{_labels_text(labels)} "
-                                         f"{_fmt_num(points[ts])} {_fmt_num(ts)}")
+                            lines.append(f"{name}{_labels_text(labels)} {_fmt_num(points[ts])} {_fmt_num(ts)}")
             else:
                 for name, labels, points in members.values():
                     lt = _labels_text(labels)
@@ -208,14 +220,14 @@ class OpenMetricsWriter:
     def __init__(self, series: Iterable[Series] = ()):
         self.series: list[Series] = list(series)
 
-    def add(self, *series: Series) -> "OpenMetricsWriter":
+    def add(self, *series: Series) -> OpenMetricsWriter:
         self.series.extend(series)
         return self
 
-    def gauge(self, name, labels, samples) -> "OpenMetricsWriter":
+    def gauge(self, name, labels, samples) -> OpenMetricsWriter:
         return self.add(Series(name, "gauge", labels, samples))
 
-    def counter(self, name, labels, samples) -> "OpenMetricsWriter":
+    def counter(self, name, labels, samples) -> OpenMetricsWriter:
         return self.add(Series(name, "counter", labels, samples))
 
     def render(self) -> str:
@@ -234,8 +246,7 @@ _FAST_SHARE = {0.25: 0.5, 0.5: 0.8, 1.0: 0.95}
 _SLOW_SHARE = {5.0: 0.6, 10.0: 0.9}
 
 
-def burn_rate_query(threshold: float = 2.0, slo: float = 0.99, window: str = "1h",
-                    by: str = "cell") -> str:
+def burn_rate_query(threshold: float = 2.0, slo: float = 0.99, window: str = "1h", by: str = "cell") -> str:
     le = format_le(threshold)
     return (
         f'(1 - sum by ({by}) (rate({TTFT_METRIC}_bucket{{le="{le}"}}[{window}]))'
@@ -251,14 +262,14 @@ class CellTriage:
     """Optional triage signals for one cell (all series labelled ``cell``)."""
 
     pods: Sequence[str] = ("vllm-0", "vllm-1")
-    kv_cache_usage: float = 0.35            # vllm:kv_cache_usage_perc (0..1) per pod
-    preemptions_per_min: float = 0.0        # vllm:num_preemptions_total slope per pod
-    hosts: Sequence[str] | None = None      # DCGM Hostname values (default: gpu-<cell>-0, gpu-<cell>-1)
-    xid: int = 0                            # DCGM_FI_DEV_XID_ERRORS value (0 = none)
+    kv_cache_usage: float = 0.35  # vllm:kv_cache_usage_perc (0..1) per pod
+    preemptions_per_min: float = 0.0  # vllm:num_preemptions_total slope per pod
+    hosts: Sequence[str] | None = None  # DCGM Hostname values (default: gpu-<cell>-0, gpu-<cell>-1)
+    xid: int = 0  # DCGM_FI_DEV_XID_ERRORS value (0 = none)
     xid_hosts: Sequence[str] | None = None  # hosts showing the XID (default: first host)
-    xid_from_minute: float = 0.0            # XID shows from this minute of the window on
-    pending_workloads: float = 0.0          # kueue_pending_workloads{cluster_queue=<cell>,status="active"}
-    quarantined_nodes: Sequence[str] = ()   # kube_node_spec_taint{key="gpu.corp/quarantine"} = 1
+    xid_from_minute: float = 0.0  # XID shows from this minute of the window on
+    pending_workloads: float = 0.0  # kueue_pending_workloads{cluster_queue=<cell>,status="active"}
+    quarantined_nodes: Sequence[str] = ()  # kube_node_spec_taint{key="gpu.corp/quarantine"} = 1
     gpu_nodes: Sequence[str] | None = None  # kube_node_labels{label_nvidia_com_gpu_present="true"} (default: hosts)
 
 
@@ -281,7 +292,7 @@ class Scenario:
 
 
 def _timestamps(start_ts: float, minutes: float, step: float) -> list[float]:
-    n = int(round(minutes * 60 / step))
+    n = round(minutes * 60 / step)
     return [start_ts + i * step for i in range(n + 1)]
 
 
@@ -311,7 +322,7 @@ def ttft_scenario(
     if threshold not in buckets:
         raise ValueError(f"threshold {threshold} must be a bucket bound")
     if not any(math.isinf(b) for b in buckets):
-        buckets = tuple(buckets) + (math.inf,)
+        buckets = (*tuple(buckets), math.inf)
     buckets = sorted(buckets)
     ts_list = _timestamps(start_ts, minutes, step)
     series: list[Series] = []
@@ -323,7 +334,7 @@ def ttft_scenario(
         count_pts, sum_pts = [], []
         for i, ts in enumerate(ts_list):
             total = i * requests_per_step
-            slow = int(math.floor(frac_slow * total + 0.5))
+            slow = math.floor(frac_slow * total + 0.5)
             fast = total - slow
             for b in buckets:
                 if b < threshold:
@@ -338,8 +349,7 @@ def ttft_scenario(
             count_pts.append((ts, total))
             sum_pts.append((ts, round(fast * 0.4 * threshold + slow * 2.5 * threshold, 3)))
         for b in buckets:
-            series.append(Series(f"{TTFT_METRIC}_bucket", "histogram",
-                                 {**base, "le": format_le(b)}, bucket_pts[b]))
+            series.append(Series(f"{TTFT_METRIC}_bucket", "histogram", {**base, "le": format_le(b)}, bucket_pts[b]))
         series.append(Series(f"{TTFT_METRIC}_count", "histogram", base, count_pts))
         series.append(Series(f"{TTFT_METRIC}_sum", "histogram", base, sum_pts))
 
@@ -349,45 +359,71 @@ def ttft_scenario(
         series.extend(triage_series(cell, t, start_ts, minutes, step=step))
 
     return Scenario(
-        series=series, start_ts=ts_list[0], end_ts=ts_list[-1], step=step,
+        series=series,
+        start_ts=ts_list[0],
+        end_ts=ts_list[-1],
+        step=step,
         expected_burn={c: f / (1 - slo) for c, f in cells.items()},
-        slo=slo, threshold=threshold,
+        slo=slo,
+        threshold=threshold,
     )
 
 
-def triage_series(cell: str, t: CellTriage, start_ts: float, minutes: float,
-                  *, step: float = 15) -> list[Series]:
+def triage_series(cell: str, t: CellTriage, start_ts: float, minutes: float, *, step: float = 15) -> list[Series]:
     ts_list = _timestamps(start_ts, minutes, step)
     const = lambda v: [(ts, v) for ts in ts_list]  # noqa: E731
     out: list[Series] = []
     for pod in t.pods:
-        out.append(Series("vllm:kv_cache_usage_perc", "gauge", {"cell": cell, "pod": pod},
-                          const(t.kv_cache_usage)))
-        out.append(Series("vllm:num_preemptions_total", "counter", {"cell": cell, "pod": pod},
-                          [(ts, round(t.preemptions_per_min * (ts - start_ts) / 60, 6))
-                           for ts in ts_list]))
+        out.append(Series("vllm:kv_cache_usage_perc", "gauge", {"cell": cell, "pod": pod}, const(t.kv_cache_usage)))
+        out.append(
+            Series(
+                "vllm:num_preemptions_total",
+                "counter",
+                {"cell": cell, "pod": pod},
+                [(ts, round(t.preemptions_per_min * (ts - start_ts) / 60, 6)) for ts in ts_list],
+            )
+        )
     hosts = list(t.hosts) if t.hosts is not None else [f"gpu-{cell}-0", f"gpu-{cell}-1"]
     xid_hosts = set(t.xid_hosts if t.xid_hosts is not None else hosts[:1])
     xid_from = start_ts + t.xid_from_minute * 60
     for host in hosts:
         val = t.xid if host in xid_hosts else 0
-        out.append(Series("DCGM_FI_DEV_XID_ERRORS", "gauge",
-                          {"cell": cell, "Hostname": host, "gpu": "0"},
-                          [(ts, val if ts >= xid_from else 0) for ts in ts_list]))
-    out.append(Series("kueue_pending_workloads", "gauge",
-                      {"cluster_queue": cell, "status": "active"}, const(t.pending_workloads)))
+        out.append(
+            Series(
+                "DCGM_FI_DEV_XID_ERRORS",
+                "gauge",
+                {"cell": cell, "Hostname": host, "gpu": "0"},
+                [(ts, val if ts >= xid_from else 0) for ts in ts_list],
+            )
+        )
+    out.append(
+        Series(
+            "kueue_pending_workloads", "gauge", {"cluster_queue": cell, "status": "active"}, const(t.pending_workloads)
+        )
+    )
     for node in t.quarantined_nodes:
-        out.append(Series("kube_node_spec_taint", "gauge",
-                          {"node": node, "key": "gpu.corp/quarantine", "value": "true",
-                           "effect": "NoSchedule"}, const(1)))
-    for node in (t.gpu_nodes if t.gpu_nodes is not None else hosts):
-        out.append(Series("kube_node_labels", "gauge",
-                          {"node": node, "label_nvidia_com_gpu_present": "true",
-                           "label_gpu_corp_cell": cell}, const(1)))
+        out.append(
+            Series(
+                "kube_node_spec_taint",
+                "gauge",
+                {"node": node, "key": "gpu.corp/quarantine", "value": "true", "effect": "NoSchedule"},
+                const(1),
+            )
+        )
+    for node in t.gpu_nodes if t.gpu_nodes is not None else hosts:
+        out.append(
+            Series(
+                "kube_node_labels",
+                "gauge",
+                {"node": node, "label_nvidia_com_gpu_present": "true", "label_gpu_corp_cell": cell},
+                const(1),
+            )
+        )
     return out
 
 
 # --------------------------------------------------------------------------- server
+
 
 class PrometheusServer(ManagedServer):
     """Backfilled Prometheus on 127.0.0.1:<free port>.
@@ -408,10 +444,18 @@ class PrometheusServer(ManagedServer):
 
     log_name = "prometheus.log"
 
-    def __init__(self, tmpdir: str | Path, data_series: Iterable[Series] | Scenario = (),
-                 start_ts: float | None = None, *, rule_files: Sequence[str | Path] = (),
-                 alertmanager_url: str | None = None, evaluation_interval: str = "1s",
-                 extra_args: Sequence[str] = (), startup_timeout: float = 30.0):
+    def __init__(
+        self,
+        tmpdir: str | Path,
+        data_series: Iterable[Series] | Scenario = (),
+        start_ts: float | None = None,
+        *,
+        rule_files: Sequence[str | Path] = (),
+        alertmanager_url: str | None = None,
+        evaluation_interval: str = "1s",
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 30.0,
+    ):
         super().__init__(tmpdir, startup_timeout)
         if isinstance(data_series, Scenario):
             self.series = list(data_series.series)
@@ -429,16 +473,26 @@ class PrometheusServer(ManagedServer):
         self.backfill_seconds = 0.0
 
     def _config(self) -> str:
-        lines = ["global:", f"  evaluation_interval: {self.evaluation_interval}",
-                 "  scrape_interval: 15s", "scrape_configs: []"]
+        lines = [
+            "global:",
+            f"  evaluation_interval: {self.evaluation_interval}",
+            "  scrape_interval: 15s",
+            "scrape_configs: []",
+        ]
         if self.rule_files:
             lines.append("rule_files:")
             lines += [f"  - '{p}'" for p in self.rule_files]
         if self.alertmanager_url:
             from urllib.parse import urlparse
+
             u = urlparse(self.alertmanager_url)
-            lines += ["alerting:", "  alertmanagers:", f"    - scheme: {u.scheme or 'http'}",
-                      "      static_configs:", f"        - targets: ['{u.netloc}']"]
+            lines += [
+                "alerting:",
+                "  alertmanagers:",
+                f"    - scheme: {u.scheme or 'http'}",
+                "      static_configs:",
+                f"        - targets: ['{u.netloc}']",
+            ]
             if u.path and u.path != "/":
                 lines.insert(len(lines) - 2, f"      path_prefix: '{u.path}'")
         return "\n".join(lines) + "\n"
@@ -451,24 +505,39 @@ class PrometheusServer(ManagedServer):
         om = write_openmetrics(self.series, self.dir / "data.om")
         t0 = time.monotonic()
         res = subprocess.run(
-            [find_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-             str(om), str(self.data_dir)],
-            capture_output=True, text=True, timeout=300,
+            [
+                find_binary("promtool"),
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--quiet",
+                str(om),
+                str(self.data_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         self.backfill_seconds = time.monotonic() - t0
         if res.returncode != 0:
-            raise ServiceStartError(f"promtool backfill failed ({res.returncode}):\n"
-                                    f"{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
+            raise ServiceStartError(
+                f"promtool backfill failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+            )
 
     async def _prepare(self) -> None:
         await asyncio.to_thread(self.backfill)
         (self.dir / "prometheus.yml").write_text(self._config())
 
     def _argv(self) -> list[str]:
-        return [find_binary("prometheus"), f"--config.file={self.dir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.data_dir}", "--storage.tsdb.retention.time=100y",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--rules.alert.resend-delay=1s", *self.extra_args]
+        return [
+            find_binary("prometheus"),
+            f"--config.file={self.dir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={self.data_dir}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--rules.alert.resend-delay=1s",
+            *self.extra_args,
+        ]
 
     async def query(self, promql: str, at: float | None = None) -> list[dict]:
         """Instant query via prometheus_api_client at ``at`` (default ``end_ts``)."""

@@ -3,6 +3,7 @@
 Tests never share the developer's Redis: each pytest session gets its own
 server on a free loopback port, so parallel runs cannot collide.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -26,7 +27,7 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed: run `bash .ci/install-services.sh`")

@@ -14,6 +14,7 @@ stopped by PID (SIGTERM, then SIGKILL after a grace period).  A weakref
 finaliser kills a forgotten process when the object is collected or the
 interpreter exits.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ import signal
 import subprocess
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Self, Sequence
+from typing import Self
 
 import aiohttp
 
@@ -59,9 +61,7 @@ def find_binary(*names: str) -> str:
             p = d / name
             if p.is_file() and os.access(p, os.X_OK):
                 return str(p)
-    raise ServiceBinaryNotFound(
-        f"none of {names} found on PATH or under {base}; run `bash {INSTALL_SCRIPT}`"
-    )
+    raise ServiceBinaryNotFound(f"none of {names} found on PATH or under {base}; run `bash {INSTALL_SCRIPT}`")
 
 
 def ensure_services_installed(timeout: float = 300.0) -> None:
@@ -74,13 +74,11 @@ def ensure_services_installed(timeout: float = 300.0) -> None:
             find_binary(*names)
         am = find_binary("alertmanager", "prometheus-alertmanager")
         # The Debian alertmanager binary needs its templates at a fixed path.
-        if not (Path(os.path.realpath(am)).name == "prometheus-alertmanager"
-                and not AM_TEMPLATE.is_file()):
+        if not (Path(os.path.realpath(am)).name == "prometheus-alertmanager" and not AM_TEMPLATE.is_file()):
             return
     except ServiceBinaryNotFound:
         pass
-    subprocess.run(["bash", str(INSTALL_SCRIPT)], check=True, timeout=timeout,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(["bash", str(INSTALL_SCRIPT)], check=True, timeout=timeout, stdout=subprocess.DEVNULL)
 
 
 def _kill_pid(pid: int, grace: float) -> None:
@@ -125,11 +123,15 @@ class ManagedProcess:
         return self.proc.pid if self.proc else None
 
     def start(self) -> None:
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child process writes to it until stop()
         try:
             self.proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.cwd, start_new_session=True,
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -148,17 +150,15 @@ class ManagedProcess:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
             while True:
                 if self.proc is not None and self.proc.poll() is not None:
-                    raise ServiceStartError(
-                        f"{self.argv[0]} exited with {self.proc.returncode}:\n{self.log_tail()}")
+                    raise ServiceStartError(f"{self.argv[0]} exited with {self.proc.returncode}:\n{self.log_tail()}")
                 try:
                     async with session.get(url) as resp:
                         if resp.status == 200:
                             return time.monotonic() - t0
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     pass
                 if time.monotonic() > deadline:
-                    raise ServiceStartError(
-                        f"{url} not ready after {timeout}s:\n{self.log_tail()}")
+                    raise ServiceStartError(f"{url} not ready after {timeout}s:\n{self.log_tail()}")
                 await asyncio.sleep(0.05)
 
     def stop(self, grace: float = 5.0) -> None:

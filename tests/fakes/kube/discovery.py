@@ -14,9 +14,15 @@ SUB_VERBS = ["get", "patch", "update"]
 
 def version_info() -> dict:
     return {
-        "major": "1", "minor": "32", "gitVersion": "v1.32.4-fake", "gitCommit": "0" * 40,
-        "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.6",
-        "compiler": "gc", "platform": "linux/amd64",
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.4-fake",
+        "gitCommit": "0" * 40,
+        "gitTreeState": "clean",
+        "buildDate": "2025-01-01T00:00:00Z",
+        "goVersion": "go1.23.6",
+        "compiler": "gc",
+        "platform": "linux/amd64",
     }
 
 
@@ -62,11 +68,27 @@ def _resources(rt: ResourceType) -> list[dict]:
         main["categories"] = rt.categories
     out = [main]
     if rt.has_status:
-        out.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
-                    "kind": rt.kind, "verbs": SUB_VERBS})
+        out.append(
+            {
+                "name": f"{rt.plural}/status",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": SUB_VERBS,
+            }
+        )
     if rt.scale:
-        out.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
-                    "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": SUB_VERBS})
+        out.append(
+            {
+                "name": f"{rt.plural}/scale",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": SUB_VERBS,
+            }
+        )
     return out
 
 

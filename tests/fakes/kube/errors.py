@@ -22,8 +22,7 @@ REASONS = {
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, message: str, reason: str | None = None,
-                 details: dict[str, Any] | None = None):
+    def __init__(self, code: int, message: str, reason: str | None = None, details: dict[str, Any] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
@@ -63,8 +62,7 @@ def namespace_not_found(ns: str) -> ApiError:
 
 
 def already_exists(rt, name: str) -> ApiError:
-    return ApiError(409, f'{rt.group_resource} "{name}" already exists', "AlreadyExists",
-                    _details(rt, name))
+    return ApiError(409, f'{rt.group_resource} "{name}" already exists', "AlreadyExists", _details(rt, name))
 
 
 def conflict(rt, name: str) -> ApiError:
@@ -72,14 +70,15 @@ def conflict(rt, name: str) -> ApiError:
         409,
         f'Operation cannot be fulfilled on {rt.group_resource} "{name}": the object has been '
         "modified; please apply your changes to the latest version and try again",
-        "Conflict", _details(rt, name))
+        "Conflict",
+        _details(rt, name),
+    )
 
 
 def invalid(rt, name: str, causes: list[dict]) -> ApiError:
     """causes: [{"field": "spec.x", "message": "...", "reason": "FieldValueInvalid"}]."""
     kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
-    summary = ", ".join(f'{c["field"]}: {c["message"]}' if c.get("field") else c["message"]
-                        for c in causes)
+    summary = ", ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
     if len(causes) > 1:
         summary = f"[{summary}]"
     details = {"name": name, "kind": rt.kind, "causes": causes}
@@ -91,9 +90,9 @@ def invalid(rt, name: str, causes: list[dict]) -> ApiError:
 def unsupported_patch(accepted: list[str]) -> ApiError:
     return ApiError(
         415,
-        "the body of the request was in an unknown format - accepted media types include: "
-        + ", ".join(accepted),
-        "UnsupportedMediaType")
+        "the body of the request was in an unknown format - accepted media types include: " + ", ".join(accepted),
+        "UnsupportedMediaType",
+    )
 
 
 def resource_not_found() -> ApiError:

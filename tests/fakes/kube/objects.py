@@ -11,7 +11,7 @@ import copy
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -32,7 +32,7 @@ class WriteOpts:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _path(p: str) -> list[str]:
@@ -74,12 +74,19 @@ class Objects:
     def read(self, rt: ResourceType, version: str, ns: str | None, name: str) -> dict:
         return self.registry.convert(rt, self._stored(rt, ns, name), version)
 
-    def list(self, rt: ResourceType, version: str, ns: str | None,
-             label_selector: str | None = None, field_selector: str | None = None) -> dict:
+    def list(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> dict:
         items = []
         for obj in self.store.items(rt, ns if rt.namespaced else None):
-            if match_labels(obj.get("metadata", {}).get("labels") or {}, label_selector) and \
-                    match_fields(obj, field_selector):
+            if match_labels(obj.get("metadata", {}).get("labels") or {}, label_selector) and match_fields(
+                obj, field_selector
+            ):
                 item = self.registry.convert(rt, obj, version)
                 items.append(item)
         return {
@@ -96,16 +103,24 @@ class Objects:
         if rt.namespaced and self.store.get(ns_rt, None, ns or "") is None:
             raise errors.namespace_not_found(ns or "")
 
-    def create(self, rt: ResourceType, version: str, ns: str | None, body: Any,
-               opts: WriteOpts) -> dict:
+    def create(self, rt: ResourceType, version: str, ns: str | None, body: Any, opts: WriteOpts) -> dict:
         new = self._coerce_body(rt, version, body)
         meta = new["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         name = meta.get("name")
         if not name:
-            raise errors.invalid(rt, "", [{"reason": "FieldValueRequired", "field": "metadata.name",
-                                           "message": "Required value: name or generateName is required"}])
+            raise errors.invalid(
+                rt,
+                "",
+                [
+                    {
+                        "reason": "FieldValueRequired",
+                        "field": "metadata.name",
+                        "message": "Required value: name or generateName is required",
+                    }
+                ],
+            )
         self._bind_namespace(rt, new, ns)
         self._check_ns(rt, ns)
         if self.store.get(rt, ns if rt.namespaced else None, name) is not None:
@@ -122,8 +137,9 @@ class Objects:
         self._admit(rt, version, new, opts)
         return self._store(rt, version, new, opts)
 
-    def replace(self, rt: ResourceType, version: str, ns: str | None, name: str, body: Any,
-                sub: str | None, opts: WriteOpts) -> dict:
+    def replace(
+        self, rt: ResourceType, version: str, ns: str | None, name: str, body: Any, sub: str | None, opts: WriteOpts
+    ) -> dict:
         if sub == "scale":
             return self._write_scale(rt, version, ns, name, lambda _cur: body, opts)
         old = self.read(rt, version, ns, name)
@@ -131,20 +147,36 @@ class Objects:
         rv = new["metadata"].get("resourceVersion")
         if not rv and not rt.builtin:
             # CRDs disallow unconditional update (AllowUnconditionalUpdate=false).
-            raise errors.invalid(rt, name, [{
-                "reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
-                "message": "Invalid value: 0x0: must be specified for an update"}])
+            raise errors.invalid(
+                rt,
+                name,
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "field": "metadata.resourceVersion",
+                        "message": "Invalid value: 0x0: must be specified for an update",
+                    }
+                ],
+            )
         return self._update(rt, version, ns, name, old, new, sub, opts)
 
-    def patch(self, rt: ResourceType, version: str, ns: str | None, name: str,
-              content_type: str, raw: bytes, sub: str | None, opts: WriteOpts) -> dict:
+    def patch(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        name: str,
+        content_type: str,
+        raw: bytes,
+        sub: str | None,
+        opts: WriteOpts,
+    ) -> dict:
         ctype = content_type.split(";")[0].strip().lower()
         builtin_target = rt.builtin or sub == "scale"  # Scale is a built-in type
         if ctype == patching.STRATEGIC_PATCH and not builtin_target:
             raise errors.unsupported_patch(CR_PATCH_TYPES)
         if ctype not in (patching.MERGE_PATCH, patching.JSON_PATCH, patching.STRATEGIC_PATCH):
-            raise errors.unsupported_patch(
-                ([patching.STRATEGIC_PATCH] if builtin_target else []) + CR_PATCH_TYPES)
+            raise errors.unsupported_patch(([patching.STRATEGIC_PATCH] if builtin_target else []) + CR_PATCH_TYPES)
         try:
             doc = json.loads(raw or b"null")
         except ValueError as e:
@@ -156,7 +188,8 @@ class Objects:
                     return patching.json_patch(current, doc)
                 if not isinstance(doc, dict):
                     raise patching.PatchFormatError(
-                        "json: cannot unmarshal array into Go value of type map[string]interface {}")
+                        "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                    )
                 if ctype == patching.MERGE_PATCH:
                     return patching.merge_patch(current, doc)
                 return patching.strategic_merge_patch(current, doc)
@@ -173,8 +206,7 @@ class Objects:
             raise ApiError(400, "patched object is not a JSON object")
         return self._update(rt, version, ns, name, old, new, sub, opts)
 
-    def delete(self, rt: ResourceType, version: str, ns: str | None, name: str,
-               opts: WriteOpts) -> dict:
+    def delete(self, rt: ResourceType, version: str, ns: str | None, name: str, opts: WriteOpts) -> dict:
         obj = self.read(rt, version, ns, name)
         if not opts.dry_run:
             self.store.delete(rt, ns if rt.namespaced else None, name)
@@ -192,7 +224,7 @@ class Objects:
         if rt.scale.label_selector_path:
             selector = _dig(obj, rt.scale.label_selector_path)
         else:  # Deployments: render spec.selector.matchLabels like the apiserver does
-            ml = (_dig(obj, ".spec.selector.matchLabels") or {})
+            ml = _dig(obj, ".spec.selector.matchLabels") or {}
             selector = ",".join(f"{k}={v}" for k, v in ml.items())
         status: dict[str, Any] = {"replicas": _dig(obj, rt.scale.status_replicas_path) or 0}
         if selector:
@@ -200,8 +232,9 @@ class Objects:
         return {
             "apiVersion": "autoscaling/v1",
             "kind": "Scale",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
-                                              "creationTimestamp") if k in meta},
+            "metadata": {
+                k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+            },
             "spec": {"replicas": _dig(obj, rt.scale.spec_replicas_path) or 0},
             "status": status,
         }
@@ -216,10 +249,14 @@ class Objects:
             raise errors.conflict(rt, name)
         replicas = (new.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise ApiError(422, f'Scale.autoscaling "{name}" is invalid: spec.replicas: '
-                                f"Invalid value: {json.dumps(replicas)}: must be greater than or "
-                                "equal to 0", "Invalid",
-                           {"name": name, "group": "autoscaling", "kind": "Scale"})
+            raise ApiError(
+                422,
+                f'Scale.autoscaling "{name}" is invalid: spec.replicas: '
+                f"Invalid value: {json.dumps(replicas)}: must be greater than or "
+                "equal to 0",
+                "Invalid",
+                {"name": name, "group": "autoscaling", "kind": "Scale"},
+            )
         old = self.read(rt, rt.storage_version, ns, name)
         obj = copy.deepcopy(old)
         _set(obj, rt.scale.spec_replicas_path, replicas)
@@ -235,12 +272,14 @@ class Objects:
         if not isinstance(body, dict):
             raise ApiError(400, f"the body of the request could not be decoded as a {rt.kind}")
         new = copy.deepcopy(body)
-        if new.get("kind") not in (None, rt.kind) or \
-                new.get("apiVersion") not in (None, rt.api_version(version)):
-            raise ApiError(400, f"the API version in the data ({new.get('apiVersion')}) does not "
-                                f"match the expected API version ({rt.api_version(version)})"
-                           if new.get("kind") in (None, rt.kind) else
-                           f"kind {new.get('kind')!r} does not match {rt.kind!r}")
+        if new.get("kind") not in (None, rt.kind) or new.get("apiVersion") not in (None, rt.api_version(version)):
+            raise ApiError(
+                400,
+                f"the API version in the data ({new.get('apiVersion')}) does not "
+                f"match the expected API version ({rt.api_version(version)})"
+                if new.get("kind") in (None, rt.kind)
+                else f"kind {new.get('kind')!r} does not match {rt.kind!r}",
+            )
         new["apiVersion"], new["kind"] = rt.api_version(version), rt.kind
         if not isinstance(new.get("metadata"), dict):
             new["metadata"] = {}
@@ -251,18 +290,19 @@ class Objects:
         meta = obj["metadata"]
         if rt.namespaced:
             if meta.get("namespace") not in (None, "", ns):
-                raise ApiError(400, "the namespace of the provided object does not match the "
-                                    "namespace sent on the request")
+                raise ApiError(
+                    400, "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
 
-    def _update(self, rt, version, ns, name, old: dict, new: dict, sub: str | None,
-                opts: WriteOpts) -> dict:
+    def _update(self, rt, version, ns, name, old: dict, new: dict, sub: str | None, opts: WriteOpts) -> dict:
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
-            raise ApiError(400, f"the name of the object ({meta.get('name')}) does not match the "
-                                f"name on the URL ({name})")
+            raise ApiError(
+                400, f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
         meta["name"] = name
         self._bind_namespace(rt, new, ns)
         rv = meta.get("resourceVersion")
@@ -301,9 +341,11 @@ class Objects:
             sch = rt.schemas.get(version)
             pruned = schema.prune(obj, sch)
             if pruned and opts.strict:
-                raise ApiError(400, f"{rt.kind} in version \"{version}\" cannot be handled as a "
-                                    f"{rt.kind}: strict decoding error: " +
-                               ", ".join(f'unknown field "{p}"' for p in pruned))
+                raise ApiError(
+                    400,
+                    f'{rt.kind} in version "{version}" cannot be handled as a '
+                    f"{rt.kind}: strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in pruned),
+                )
             opts.warnings += [f'unknown field "{p}"' for p in pruned]
             schema.apply_defaults(obj, sch)
             causes = schema.validate_custom(obj, sch)
@@ -315,8 +357,7 @@ class Objects:
             return obj
         obj["metadata"]["resourceVersion"] = self.store.next_rv()
         meta = obj["metadata"]
-        self.store.set(rt, meta.get("namespace"), meta["name"],
-                       self.registry.convert(rt, obj, rt.storage_version))
+        self.store.set(rt, meta.get("namespace"), meta["name"], self.registry.convert(rt, obj, rt.storage_version))
         return copy.deepcopy(obj)
 
     # ------------------------------------------------------------- seeding
@@ -332,12 +373,12 @@ class Objects:
         ns = (meta.get("namespace") or "default") if rt.namespaced else None
         self._bind_namespace(rt, new, ns)
         if rt.namespaced and self.store.get(self.registry.by_name("namespaces"), None, ns) is None:
-            self.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
-                       "status": {"phase": "Active"}})
+            self.seed(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}}
+            )
         old = self.store.get(rt, ns, meta["name"])
         meta.setdefault("uid", old["metadata"]["uid"] if old else str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp",
-                        old["metadata"]["creationTimestamp"] if old else _now())
+        meta.setdefault("creationTimestamp", old["metadata"]["creationTimestamp"] if old else _now())
         meta.setdefault("generation", (old["metadata"].get("generation", 1) + 1) if old else 1)
         meta.pop("resourceVersion", None)
         opts = WriteOpts()

@@ -27,6 +27,7 @@ class PatchApplyError(ValueError):
 
 # ---------------------------------------------------------------- merge patch
 
+
 def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -40,6 +41,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 # ----------------------------------------------------------------- json patch
+
 
 def _pointer(path: str) -> list[str]:
     if path == "":
@@ -58,8 +60,7 @@ def _index(container: list, token: str, op: str, path: str, allow_end: bool) -> 
         raise PatchApplyError(f"{op} operation does not apply: doc is missing path: {path!r}") from None
     limit = len(container) if allow_end else len(container) - 1
     if i < 0 or i > limit:
-        raise PatchApplyError(f"{op} operation does not apply: doc is missing path: {path!r}: "
-                              "missing value")
+        raise PatchApplyError(f"{op} operation does not apply: doc is missing path: {path!r}: missing value")
     return i
 
 
@@ -71,8 +72,7 @@ def _parent(doc: Any, tokens: list[str], op: str, path: str) -> Any:
         elif isinstance(cur, list):
             cur = cur[_index(cur, t, op, path, allow_end=False)]
         else:
-            raise PatchApplyError(f'{op} operation does not apply: doc is missing path: "{path}": '
-                                  "missing value")
+            raise PatchApplyError(f'{op} operation does not apply: doc is missing path: "{path}": missing value')
     return cur
 
 
@@ -84,8 +84,7 @@ def _get(doc: Any, path: str, op: str) -> Any:
     last = tokens[-1]
     if isinstance(parent, dict):
         if last not in parent:
-            raise PatchApplyError(f'{op} operation does not apply: doc is missing path: "{path}": '
-                                  "missing value")
+            raise PatchApplyError(f'{op} operation does not apply: doc is missing path: "{path}": missing value')
         return parent[last]
     if isinstance(parent, list):
         return parent[_index(parent, last, op, path, allow_end=False)]
@@ -100,8 +99,7 @@ def _remove(doc: Any, path: str, op: str = "remove") -> Any:
     last = tokens[-1]
     if isinstance(parent, dict):
         if last not in parent:
-            raise PatchApplyError(f'{op} operation does not apply: doc is missing path: "{path}": '
-                                  "missing value")
+            raise PatchApplyError(f'{op} operation does not apply: doc is missing path: "{path}": missing value')
         return parent.pop(last)
     if isinstance(parent, list):
         return parent.pop(_index(parent, last, op, path, allow_end=False))
@@ -116,8 +114,7 @@ def _add(doc: Any, path: str, value: Any, op: str = "add", replace: bool = False
     last = tokens[-1]
     if isinstance(parent, dict):
         if replace and last not in parent:
-            raise PatchApplyError(f"{op} operation does not apply: doc is missing key: {path}: "
-                                  "missing value")
+            raise PatchApplyError(f"{op} operation does not apply: doc is missing key: {path}: missing value")
         parent[last] = value
     elif isinstance(parent, list):
         if replace:
@@ -224,8 +221,7 @@ def _smp_list(current: list, patch: list, key: str) -> list:
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             raise PatchApplyError(f"map: {item!r} does not contain declared merge key: {key}")
-        idx = next((i for i, c in enumerate(out) if isinstance(c, dict) and c.get(key) == item[key]),
-                   None)
+        idx = next((i for i, c in enumerate(out) if isinstance(c, dict) and c.get(key) == item[key]), None)
         if item.get("$patch") == "delete":
             if idx is not None:
                 out.pop(idx)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -75,10 +76,18 @@ def version_priority(v: str) -> tuple:
 def _builtin_types() -> list[ResourceType]:
     def core(kind, plural, namespaced, short=(), status=True, scale=None, group="", version="v1"):
         return ResourceType(
-            group=group, kind=kind, plural=plural, singular=kind.lower(),
-            namespaced=namespaced, versions=[version], storage_version=version,
-            short_names=list(short), schemas={version: None}, has_status=status,
-            scale=scale, builtin=True,
+            group=group,
+            kind=kind,
+            plural=plural,
+            singular=kind.lower(),
+            namespaced=namespaced,
+            versions=[version],
+            storage_version=version,
+            short_names=list(short),
+            schemas={version: None},
+            has_status=status,
+            scale=scale,
+            builtin=True,
         )
 
     return [
@@ -86,8 +95,14 @@ def _builtin_types() -> list[ResourceType]:
         core("Namespace", "namespaces", False, short=["ns"]),
         core("Pod", "pods", True, short=["po"]),
         core("ConfigMap", "configmaps", True, short=["cm"], status=False),
-        core("Deployment", "deployments", True, short=["deploy"], group="apps",
-             scale=ScaleSpec(".spec.replicas", ".status.replicas", None)),
+        core(
+            "Deployment",
+            "deployments",
+            True,
+            short=["deploy"],
+            group="apps",
+            scale=ScaleSpec(".spec.replicas", ".status.replicas", None),
+        ),
     ]
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 GPU_IMAGE = "registry.corp/ml/vllm-serve:0.8.4"
 
 
-def cluster_queue(name: str = "research-h100", cohort: str = "research",
-                  gpus: int = 128, stop_policy: str = "None") -> dict:
+def cluster_queue(
+    name: str = "research-h100", cohort: str = "research", gpus: int = 128, stop_policy: str = "None"
+) -> dict:
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
@@ -21,17 +22,21 @@ def cluster_queue(name: str = "research-h100", cohort: str = "research",
             "namespaceSelector": {},
             "queueingStrategy": "BestEffortFIFO",
             "stopPolicy": stop_policy,
-            "resourceGroups": [{
-                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                "flavors": [{
-                    "name": "h100-80gb",
-                    "resources": [
-                        {"name": "cpu", "nominalQuota": gpus * 12},
-                        {"name": "memory", "nominalQuota": f"{gpus * 120}Gi"},
-                        {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100-80gb",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": gpus * 12},
+                                {"name": "memory", "nominalQuota": f"{gpus * 120}Gi"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+                            ],
+                        }
                     ],
-                }],
-            }],
+                }
+            ],
         },
         "status": {"pendingWorkloads": 3, "reservingWorkloads": 5, "admittedWorkloads": 5},
     }
@@ -43,20 +48,21 @@ def scaled_object(ns: str = "serve-chat", name: str = "llm-70b", target: str = "
         "kind": "ScaledObject",
         "metadata": {"name": name, "namespace": ns, "labels": {"app": target}},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-                               "name": target},
+            "scaleTargetRef": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": target},
             "minReplicaCount": 4,
             "maxReplicaCount": 32,
             "pollingInterval": 15,
             "cooldownPeriod": 300,
-            "triggers": [{
-                "type": "prometheus",
-                "metadata": {
-                    "serverAddress": "http://prometheus.monitoring:9090",
-                    "query": f'sum(vllm:num_requests_waiting{{model="{target}"}})',
-                    "threshold": "20",
-                },
-            }],
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": "http://prometheus.monitoring:9090",
+                        "query": f'sum(vllm:num_requests_waiting{{model="{target}"}})',
+                        "threshold": "20",
+                    },
+                }
+            ],
         },
     }
 
@@ -72,13 +78,20 @@ def deployment(ns: str = "serve-chat", name: str = "chat-router", replicas: int 
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": name, "image": f"registry.corp/ml/{name}:1.4.2",
-                                         "ports": [{"containerPort": 8080}]}]},
+                "spec": {
+                    "containers": [
+                        {"name": name, "image": f"registry.corp/ml/{name}:1.4.2", "ports": [{"containerPort": 8080}]}
+                    ]
+                },
             },
         },
-        "status": {"replicas": replicas, "readyReplicas": replicas,
-                   "availableReplicas": replicas, "updatedReplicas": replicas,
-                   "observedGeneration": 1},
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+            "updatedReplicas": replicas,
+            "observedGeneration": 1,
+        },
     }
 
 
@@ -95,23 +108,29 @@ def rollout(ns: str = "serve-chat", name: str = "llm-70b") -> dict:
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{
-                    "name": "vllm",
-                    "image": GPU_IMAGE,
-                    "args": ["--model", "/models/llama-70b", "--tensor-parallel-size", "4"],
-                    "resources": {"limits": {"nvidia.com/gpu": 4}},
-                }]},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": GPU_IMAGE,
+                            "args": ["--model", "/models/llama-70b", "--tensor-parallel-size", "4"],
+                            "resources": {"limits": {"nvidia.com/gpu": 4}},
+                        }
+                    ]
+                },
             },
-            "strategy": {"canary": {
-                "canaryService": f"{name}-canary",
-                "stableService": f"{name}-stable",
-                "steps": [
-                    {"setWeight": 20},
-                    {"pause": {}},
-                    {"setWeight": 50},
-                    {"pause": {"duration": "10m"}},
-                ],
-            }},
+            "strategy": {
+                "canary": {
+                    "canaryService": f"{name}-canary",
+                    "stableService": f"{name}-stable",
+                    "steps": [
+                        {"setWeight": 20},
+                        {"pause": {}},
+                        {"setWeight": 50},
+                        {"pause": {"duration": "10m"}},
+                    ],
+                }
+            },
         },
         "status": {
             "phase": "Paused",
@@ -127,20 +146,18 @@ def rollout(ns: str = "serve-chat", name: str = "llm-70b") -> dict:
             "HPAReplicas": 10,
             "selector": f"app={name}",
             "observedGeneration": "3",
-            "pauseConditions": [{"reason": "CanaryPauseStep",
-                                 "startTime": "2025-01-01T00:00:00Z"}],
-            "canary": {"weights": {
-                "canary": {"weight": 20, "podTemplateHash": "7b8c9d6f4",
-                           "serviceName": f"{name}-canary"},
-                "stable": {"weight": 80, "podTemplateHash": "6d9f7c8b5",
-                           "serviceName": f"{name}-stable"},
-            }},
+            "pauseConditions": [{"reason": "CanaryPauseStep", "startTime": "2025-01-01T00:00:00Z"}],
+            "canary": {
+                "weights": {
+                    "canary": {"weight": 20, "podTemplateHash": "7b8c9d6f4", "serviceName": f"{name}-canary"},
+                    "stable": {"weight": 80, "podTemplateHash": "6d9f7c8b5", "serviceName": f"{name}-stable"},
+                }
+            },
         },
     }
 
 
-def http_route(ns: str = "edge", name: str = "chat-global",
-               backends: dict[str, int] | None = None) -> dict:
+def http_route(ns: str = "edge", name: str = "chat-global", backends: dict[str, int] | None = None) -> dict:
     if backends is None:
         backends = {"cell-us-east-1": 50, "cell-us-east-2": 50, "cell-us-east-3": 0}
     return {
@@ -148,14 +165,17 @@ def http_route(ns: str = "edge", name: str = "chat-global",
         "kind": "HTTPRoute",
         "metadata": {"name": name, "namespace": ns},
         "spec": {
-            "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                            "name": "global-gw"}],
+            "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "global-gw"}],
             "hostnames": ["chat.corp.example"],
-            "rules": [{
-                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                "backendRefs": [{"group": "", "kind": "Service", "name": svc, "port": 443,
-                                 "weight": w} for svc, w in backends.items()],
-            }],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [
+                        {"group": "", "kind": "Service", "name": svc, "port": 443, "weight": w}
+                        for svc, w in backends.items()
+                    ],
+                }
+            ],
         },
     }
 
@@ -164,12 +184,15 @@ def gpu_node(name: str = "gpu-h100-a017", cell: str = "us-east-3") -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "nvidia.com/gpu.present": "true",
-            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-            "topology.corp/cell": cell,
-            "kubernetes.io/hostname": name,
-        }},
+        "metadata": {
+            "name": name,
+            "labels": {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "topology.corp/cell": cell,
+                "kubernetes.io/hostname": name,
+            },
+        },
         "spec": {"providerID": f"corp://{cell}/{name}"},
         "status": {
             "capacity": {"cpu": "192", "memory": "2063731Mi", "nvidia.com/gpu": "8"},
@@ -183,27 +206,34 @@ def jobset(ns: str = "train-llm", name: str = "pretrain-405b") -> dict:
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": {"name": name, "namespace": ns,
-                     "labels": {"kueue.x-k8s.io/queue-name": "research"}},
+        "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "research"}},
         "spec": {
             "suspend": False,
-            "replicatedJobs": [{
-                "name": "workers",
-                "replicas": 1,
-                "template": {"spec": {
-                    "parallelism": 64,
-                    "completions": 64,
-                    "backoffLimit": 0,
-                    "template": {"spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{
-                            "name": "trainer",
-                            "image": "registry.corp/ml/megatron:24.09",
-                            "resources": {"limits": {"nvidia.com/gpu": 8}},
-                        }],
-                    }},
-                }},
-            }],
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": 64,
+                            "completions": 64,
+                            "backoffLimit": 0,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "trainer",
+                                            "image": "registry.corp/ml/megatron:24.09",
+                                            "resources": {"limits": {"nvidia.com/gpu": 8}},
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
         },
     }
 
@@ -212,16 +242,16 @@ def pod(ns: str = "sbx-tenant-acme", name: str = "sess-7f3a9c-0") -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns,
-                     "labels": {"app": "agent-sandbox", "tenant": "acme"}},
-        "spec": {"containers": [{"name": "sandbox", "image": "registry.corp/agents/sandbox:2.3"}],
-                 "restartPolicy": "Never"},
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "agent-sandbox", "tenant": "acme"}},
+        "spec": {
+            "containers": [{"name": "sandbox", "image": "registry.corp/agents/sandbox:2.3"}],
+            "restartPolicy": "Never",
+        },
         "status": {"phase": "Running"},
     }
 
 
-def configmap_toolgw(ns: str = "toolgw", data: dict[str, str] | None = None,
-                     name: str = "toolgw-flags") -> dict:
+def configmap_toolgw(ns: str = "toolgw", data: dict[str, str] | None = None, name: str = "toolgw-flags") -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

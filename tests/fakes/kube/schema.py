@@ -19,6 +19,7 @@ _ROOT_KEEP = {"apiVersion", "kind", "metadata"}
 
 # -------------------------------------------------------------------- pruning
 
+
 def prune(obj: Any, schema: dict | None, path: str = "") -> list[str]:
     """Drop fields the schema does not know, in place; return their paths.
 
@@ -58,6 +59,7 @@ def prune(obj: Any, schema: dict | None, path: str = "") -> list[str]:
 
 # ------------------------------------------------------------------ defaulting
 
+
 def apply_defaults(obj: Any, schema: dict | None) -> None:
     """Fill `default:` values for missing properties, top-down, in place."""
     if not schema:
@@ -79,6 +81,7 @@ def apply_defaults(obj: Any, schema: dict | None) -> None:
 
 
 # ------------------------------------------------------------------ validation
+
 
 def to_jsonschema(node: Any, root: bool = True) -> Any:
     """Translate a Kubernetes OpenAPI v3 schema into plain JSON Schema."""
@@ -138,15 +141,24 @@ def _cause(err: jsonschema.ValidationError) -> dict:
         return {"reason": "FieldValueRequired", "field": field, "message": "Required value"}
     if v == "enum":
         allowed = ", ".join(_fmt(x) for x in err.validator_value)
-        return {"reason": "FieldValueNotSupported", "field": field,
-                "message": f"Unsupported value: {_fmt(err.instance)}: supported values: {allowed}"}
+        return {
+            "reason": "FieldValueNotSupported",
+            "field": field,
+            "message": f"Unsupported value: {_fmt(err.instance)}: supported values: {allowed}",
+        }
     if v == "type":
         t = err.validator_value
-        return {"reason": "FieldValueTypeInvalid", "field": field,
-                "message": f"Invalid value: {_fmt(type(err.instance).__name__)}: "
-                           f"{field} in body must be of type {t}: {_fmt(err.instance)}"}
-    return {"reason": "FieldValueInvalid", "field": field,
-            "message": f"Invalid value: {_fmt(err.instance)[:200]}: {err.message[:300]}"}
+        return {
+            "reason": "FieldValueTypeInvalid",
+            "field": field,
+            "message": f"Invalid value: {_fmt(type(err.instance).__name__)}: "
+            f"{field} in body must be of type {t}: {_fmt(err.instance)}",
+        }
+    return {
+        "reason": "FieldValueInvalid",
+        "field": field,
+        "message": f"Invalid value: {_fmt(err.instance)[:200]}: {err.message[:300]}",
+    }
 
 
 def validate_custom(obj: dict, schema: dict | None) -> list[dict]:
@@ -179,9 +191,11 @@ def validate_builtin(kind: str, obj: dict) -> list[dict]:
                 bad(f"spec.taints[{i}].key", "Required value", "FieldValueRequired")
             if t.get("effect") not in _TAINT_EFFECTS:
                 allowed = ", ".join(_fmt(e) for e in _TAINT_EFFECTS)
-                bad(f"spec.taints[{i}].effect",
+                bad(
+                    f"spec.taints[{i}].effect",
                     f"Unsupported value: {_fmt(t.get('effect'))}: supported values: {allowed}",
-                    "FieldValueNotSupported")
+                    "FieldValueNotSupported",
+                )
     elif kind == "Pod":
         containers = spec.get("containers")
         if not containers:

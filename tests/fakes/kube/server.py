@@ -24,7 +24,6 @@ from .resources import Registry, ResourceType
 from .storage import Store
 
 
-
 def default_crd_dir() -> Path:
     """$FIREBREAK_CRD_DIR, else the upstream CRDs vendored beside this file (crds/README.md)."""
     env = os.environ.get("FIREBREAK_CRD_DIR")
@@ -69,7 +68,7 @@ def _parse_recorded_body(raw: bytes, ctype: str | None) -> Any:
     text = raw.decode("utf-8", "replace")
     try:
         return yaml.safe_load(text) if ctype and "yaml" in ctype else json.loads(text)
-    except Exception:
+    except (yaml.YAMLError, ValueError):
         return text
 
 
@@ -88,8 +87,9 @@ class FakeKubeCluster:
         self._delays: list[_Fault] = []
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
-        self.objects.seed({"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": "default"}, "status": {"phase": "Active"}})
+        self.objects.seed(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}, "status": {"phase": "Active"}}
+        )
 
     # ----------------------------------------------------------- lifecycle
 
@@ -110,7 +110,7 @@ class FakeKubeCluster:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "FakeKubeCluster":
+    async def __aenter__(self) -> FakeKubeCluster:
         await self.start()
         return self
 
@@ -143,16 +143,26 @@ class FakeKubeCluster:
         self.store.delete(rt, (namespace or "default") if rt.namespaced else None, name)
 
     def find_requests(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
-        return [r for r in self.requests
-                if (method is None or r.method == method.upper())
-                and (path_regex is None or re.search(path_regex, r.path))]
+        return [
+            r
+            for r in self.requests
+            if (method is None or r.method == method.upper()) and (path_regex is None or re.search(path_regex, r.path))
+        ]
 
-    def fail_next(self, method: str, path_regex: str, status: int, times: int = 1,
-                  reason: str | None = None, message: str | None = None) -> None:
+    def fail_next(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        times: int = 1,
+        reason: str | None = None,
+        message: str | None = None,
+    ) -> None:
         """Answer the next `times` matching requests with a Status error.
         method "*" matches any; `reason` overrides the Status reason."""
-        self._fails.append(_Fault(method.upper(), re.compile(path_regex), times, status=status,
-                                  reason=reason, message=message))
+        self._fails.append(
+            _Fault(method.upper(), re.compile(path_regex), times, status=status, reason=reason, message=message)
+        )
 
     def delay_next(self, method: str, path_regex: str, seconds: float, times: int = 1) -> None:
         """Sleep before handling the next `times` matching requests (client timeouts)."""
@@ -175,24 +185,33 @@ class FakeKubeCluster:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         ctype = request.headers.get("Content-Type")
-        rec = Recorded(request.method, request.path, dict(request.query), ctype,
-                       _parse_recorded_body(raw, ctype), dict(request.headers))
+        rec = Recorded(
+            request.method,
+            request.path,
+            dict(request.query),
+            ctype,
+            _parse_recorded_body(raw, ctype),
+            dict(request.headers),
+        )
         self.requests.append(rec)
         delay = self._take(self._delays, request.method, request.path)
         if delay:
             await asyncio.sleep(delay.seconds)
         fail = self._take(self._fails, request.method, request.path)
         if fail:
-            err = ApiError(fail.status, fail.message or
-                           f"fake-kube injected {fail.status} for {request.method} {request.path}",
-                           fail.reason, {})
+            err = ApiError(
+                fail.status,
+                fail.message or f"fake-kube injected {fail.status} for {request.method} {request.path}",
+                fail.reason,
+                {},
+            )
             resp = _json(err.status(), err.code)
         else:
             try:
                 resp = self._dispatch(request, raw)
             except ApiError as e:
                 resp = _json(e.status(), e.code)
-            except Exception as e:  # a bug in the fake should look like a 500, not a hang
+            except Exception as e:  # noqa: BLE001 - a bug in the fake should look like a 500, not a hang
                 resp = _json(ApiError(500, f"fake-kube internal error: {e!r}").status(), 500)
         rec.status = resp.status
         return resp
@@ -235,28 +254,24 @@ class FakeKubeCluster:
         plural, name = rest[0], (rest[1] if len(rest) > 1 else None)
         sub = rest[2] if len(rest) > 2 else None
         rt = self.registry.lookup(group, version, plural)
-        if rt is None or (ns is not None and not rt.namespaced) or \
-                (rt.namespaced and ns is None and name is not None):
+        if rt is None or (ns is not None and not rt.namespaced) or (rt.namespaced and ns is None and name is not None):
             raise errors.resource_not_found()
-        if sub is not None and not ((sub == "status" and rt.has_status) or
-                                    (sub == "scale" and rt.scale is not None)):
+        if sub is not None and not ((sub == "status" and rt.has_status) or (sub == "scale" and rt.scale is not None)):
             raise errors.resource_not_found()
         q = request.query
-        opts = WriteOpts(dry_run=q.get("dryRun") == "All",
-                         strict=q.get("fieldValidation") == "Strict")
+        opts = WriteOpts(dry_run=q.get("dryRun") == "All", strict=q.get("fieldValidation") == "Strict")
         ctype = request.headers.get("Content-Type", "application/json")
         objs = self.objects
 
         def body() -> Any:
             try:
                 return parse_body(raw, ctype)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any decode failure is the client's 400
                 raise ApiError(400, f"the body of the request could not be decoded: {e}") from None
 
         if method == "GET":
             if name is None:
-                return _json(objs.list(rt, version, ns, q.get("labelSelector"),
-                                       q.get("fieldSelector")))
+                return _json(objs.list(rt, version, ns, q.get("labelSelector"), q.get("fieldSelector")))
             if sub == "scale":
                 return _json(objs.read_scale(rt, ns, name))
             return _json(objs.read(rt, version, ns, name))
@@ -269,7 +284,6 @@ class FakeKubeCluster:
         elif method == "DELETE" and name is not None and sub is None:
             out, code = objs.delete(rt, version, ns, name, opts), 200
         else:
-            raise ApiError(405, "the server does not allow this method on the requested resource",
-                           "MethodNotAllowed")
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         self.warnings += opts.warnings
         return _json(out, code, opts.warnings)

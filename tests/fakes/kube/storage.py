@@ -7,7 +7,8 @@ and then (namespace, name); cluster-scoped objects use namespace "".
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .resources import ResourceType
 
@@ -49,6 +50,7 @@ class Store:
 
 
 # ------------------------------------------------------------------ selectors
+
 
 def _split_selector(sel: str) -> Iterator[str]:
     """Split on commas that are not inside `in (a,b)` parentheses."""

@@ -1,12 +1,30 @@
 """Test doubles for Slack: a fake Web API server and signed inbound-request helpers."""
 
-from .inbound import (SlackSender, block_actions_body, event_body, sign,
-                      slash_command_body, url_verification_body, view_submission_body)
+from .inbound import (
+    SlackSender,
+    block_actions_body,
+    event_body,
+    sign,
+    slash_command_body,
+    url_verification_body,
+    view_submission_body,
+)
 from .server import Call, FakeSlack, ResponseUrlPost
 from .state import BOT_ID, BOT_USER_ID, TEAM_ID, SlackError
 
 __all__ = [
-    "BOT_ID", "BOT_USER_ID", "TEAM_ID", "Call", "FakeSlack", "ResponseUrlPost",
-    "SlackError", "SlackSender", "block_actions_body", "event_body", "sign",
-    "slash_command_body", "url_verification_body", "view_submission_body",
+    "BOT_ID",
+    "BOT_USER_ID",
+    "TEAM_ID",
+    "Call",
+    "FakeSlack",
+    "ResponseUrlPost",
+    "SlackError",
+    "SlackSender",
+    "block_actions_body",
+    "event_body",
+    "sign",
+    "slash_command_body",
+    "url_verification_body",
+    "view_submission_body",
 ]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -93,7 +94,7 @@ class FakeSlack:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "FakeSlack":
+    async def __aenter__(self) -> FakeSlack:
         await self.start()
         return self
 
@@ -105,12 +106,10 @@ class FakeSlack:
         return f"{self.base_url}/api/"
 
     # setup helpers --------------------------------------------------------
-    def add_channel(self, name: str, members=(), bot_member: bool = True,
-                    channel_id: str | None = None) -> str:
+    def add_channel(self, name: str, members=(), bot_member: bool = True, channel_id: str | None = None) -> str:
         return self.state.add_channel(name, members, bot_member, channel_id).id
 
-    def add_user(self, user_id: str, name: str | None = None,
-                 real_name: str | None = None, **extra) -> None:
+    def add_user(self, user_id: str, name: str | None = None, real_name: str | None = None, **extra) -> None:
         self.users[user_id] = {"name": name, "real_name": real_name, **extra}
 
     def response_url(self, key: str) -> str:
@@ -128,23 +127,26 @@ class FakeSlack:
         return [c for c in self.calls if c.method == method]
 
     def messages(self, channel_id: str) -> list[dict[str, Any]]:
-        return [{**m.to_api(), "channel": m.channel, "edits": list(m.edits)}
-                for m in self.state.messages.get(channel_id, [])]
+        return [
+            {**m.to_api(), "channel": m.channel, "edits": list(m.edits)}
+            for m in self.state.messages.get(channel_id, [])
+        ]
 
     def channel(self, channel_id: str):
         """The state.Channel object (id, name, members, pins, created)."""
         return self.state.channels[channel_id]
 
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[dict]:
-        return [e for e in self._ephemerals
-                if (channel is None or e["channel"] == channel)
-                and (user is None or e["user"] == user)]
+        return [
+            e
+            for e in self._ephemerals
+            if (channel is None or e["channel"] == channel) and (user is None or e["user"] == user)
+        ]
 
     def responses_for(self, key: str) -> list[dict[str, Any]]:
         return [r.body for r in self.responses if r.key == key]
 
-    async def wait_for(self, predicate: Callable[[Call], bool] | str,
-                       timeout: float = 5.0) -> Call:
+    async def wait_for(self, predicate: Callable[[Call], bool] | str, timeout: float = 5.0) -> Call:
         """Poll until a recorded call matches; a str matches by method name."""
         if isinstance(predicate, str):
             method = predicate
@@ -159,8 +161,7 @@ class FakeSlack:
                 raise TimeoutError(f"no matching Slack call within {timeout}s; saw {seen}")
             await asyncio.sleep(0.01)
 
-    async def wait_for_response(self, key: str | None = None,
-                                timeout: float = 5.0) -> ResponseUrlPost:
+    async def wait_for_response(self, key: str | None = None, timeout: float = 5.0) -> ResponseUrlPost:
         deadline = time.monotonic() + timeout
         while True:
             for r in list(self.responses):
@@ -190,17 +191,25 @@ class FakeSlack:
         method = request.match_info["method"]
         args = await self._parse_args(request)
         auth = request.headers.get("Authorization", "")
-        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
         token = args.pop("token", None) or token
-        self.calls.append(Call(method=method, args=args, headers=dict(request.headers),
-                               http_verb=request.method, content_type=request.content_type,
-                               token=token))
+        self.calls.append(
+            Call(
+                method=method,
+                args=args,
+                headers=dict(request.headers),
+                http_verb=request.method,
+                content_type=request.content_type,
+                token=token,
+            )
+        )
 
         limit = self._rate_limits.get(method)
         if limit and limit[0] > 0:
             limit[0] -= 1
-            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
-                                     headers={"Retry-After": str(limit[1])})
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(limit[1])}
+            )
         failures = self._failures.get(method)
         if failures:
             error, times = failures[0]
@@ -227,15 +236,21 @@ class FakeSlack:
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             return web.Response(status=400, text="invalid_payload")
-        self.responses.append(ResponseUrlPost(key=request.match_info["key"], body=body,
-                                              headers=dict(request.headers)))
+        self.responses.append(ResponseUrlPost(key=request.match_info["key"], body=body, headers=dict(request.headers)))
         return web.Response(text="ok")
 
     # Web API methods ------------------------------------------------------
     def _auth_test(self, args: dict) -> dict:
-        return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake Team",
-                "user": "firebreak", "team_id": TEAM_ID, "user_id": BOT_USER_ID,
-                "bot_id": BOT_ID, "is_enterprise_install": False}
+        return {
+            "ok": True,
+            "url": "https://fake.slack.com/",
+            "team": "Fake Team",
+            "user": "firebreak",
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
 
     def _conv_create(self, args: dict) -> dict:
         ch = self.state.create_channel(args.get("name", ""))
@@ -271,30 +286,33 @@ class FakeSlack:
         ch = self.state.writable_channel(args.get("channel"))
         msgs = [m.to_api() for m in reversed(self.state.messages[ch.id])]
         limit = int(args.get("limit") or 100)
-        return {"ok": True, "messages": msgs[:limit], "has_more": len(msgs) > limit,
-                "pin_count": len(ch.pins)}
+        return {"ok": True, "messages": msgs[:limit], "has_more": len(msgs) > limit, "pin_count": len(ch.pins)}
 
     def _post_message(self, args: dict) -> dict:
         if not args.get("text") and not args.get("blocks") and not args.get("attachments"):
             raise SlackError("no_text")
-        msg = self.state.post(args.get("channel"), args.get("text", ""),
-                              args.get("blocks"), args.get("thread_ts"))
+        msg = self.state.post(args.get("channel"), args.get("text", ""), args.get("blocks"), args.get("thread_ts"))
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": msg.to_api()}
 
     def _chat_update(self, args: dict) -> dict:
-        msg = self.state.update(args.get("channel"), args.get("ts"),
-                                args.get("text"), args.get("blocks"))
-        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": msg.text,
-                "message": msg.to_api()}
+        msg = self.state.update(args.get("channel"), args.get("ts"), args.get("text"), args.get("blocks"))
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": msg.text, "message": msg.to_api()}
 
     def _post_ephemeral(self, args: dict) -> dict:
         if not args.get("user"):
             raise SlackError("user_not_found")
         ch = self.state.writable_channel(args.get("channel"))
         ts = self.state.next_ts()
-        self._ephemerals.append({"channel": ch.id, "user": args["user"], "message_ts": ts,
-                                 "text": args.get("text", ""), "blocks": args.get("blocks"),
-                                 "thread_ts": args.get("thread_ts")})
+        self._ephemerals.append(
+            {
+                "channel": ch.id,
+                "user": args["user"],
+                "message_ts": ts,
+                "text": args.get("text", ""),
+                "blocks": args.get("blocks"),
+                "thread_ts": args.get("thread_ts"),
+            }
+        )
         return {"ok": True, "message_ts": ts}
 
     def _chat_delete(self, args: dict) -> dict:
@@ -314,8 +332,7 @@ class FakeSlack:
     def _views_update(self, args: dict) -> dict:
         view_id = args.get("view_id")
         if not view_id and args.get("external_id"):
-            view_id = next((k for k, v in self.views.items()
-                            if v.get("external_id") == args["external_id"]), None)
+            view_id = next((k for k, v in self.views.items() if v.get("external_id") == args["external_id"]), None)
         if view_id not in self.views:
             raise SlackError("not_found")
         if not isinstance(args.get("view"), dict):
@@ -323,8 +340,15 @@ class FakeSlack:
         return {"ok": True, "view": self._store_view(view_id, args["view"])}
 
     def _store_view(self, view_id: str, view: dict) -> dict:
-        stored = {**view, "id": view_id, "team_id": TEAM_ID, "app_id": "AFAKE",
-                  "bot_id": BOT_ID, "hash": self.state.next_ts(), "state": {"values": {}}}
+        stored = {
+            **view,
+            "id": view_id,
+            "team_id": TEAM_ID,
+            "app_id": "AFAKE",
+            "bot_id": BOT_ID,
+            "hash": self.state.next_ts(),
+            "state": {"values": {}},
+        }
         self.views[view_id] = stored
         return stored
 
@@ -335,9 +359,17 @@ class FakeSlack:
         extra = dict(self.users.get(uid, {}))
         name = extra.pop("name", None) or uid.lower()
         real_name = extra.pop("real_name", None) or f"User {uid}"
-        user = {"id": uid, "team_id": TEAM_ID, "name": name, "real_name": real_name,
-                "deleted": False, "is_bot": uid == BOT_USER_ID, "tz": "UTC",
-                "tz_label": "Coordinated Universal Time", "tz_offset": 0,
-                "profile": {"real_name": real_name, "display_name": name,
-                            "email": f"{name}@example.com"}, **extra}
+        user = {
+            "id": uid,
+            "team_id": TEAM_ID,
+            "name": name,
+            "real_name": real_name,
+            "deleted": False,
+            "is_bot": uid == BOT_USER_ID,
+            "tz": "UTC",
+            "tz_label": "Coordinated Universal Time",
+            "tz_offset": 0,
+            "profile": {"real_name": real_name, "display_name": name, "email": f"{name}@example.com"},
+            **extra,
+        }
         return {"ok": True, "user": user}

@@ -104,8 +104,7 @@ class SlackState:
         self.messages[ch.id] = []
         return ch
 
-    def add_channel(self, name: str, members=(), bot_member: bool = True,
-                    channel_id: str | None = None) -> Channel:
+    def add_channel(self, name: str, members=(), bot_member: bool = True, channel_id: str | None = None) -> Channel:
         ch = self.create_channel(name, members, bot_member)
         if channel_id:
             del self.channels[ch.id], self.messages[ch.id]
@@ -145,8 +144,7 @@ class SlackState:
     # messages ---------------------------------------------------------
     def post(self, channel: str | None, text: str, blocks=None, thread_ts=None) -> Message:
         ch = self.writable_channel(channel)
-        msg = Message(ts=self.next_ts(), channel=ch.id, text=text or "", blocks=blocks,
-                      thread_ts=thread_ts or None)
+        msg = Message(ts=self.next_ts(), channel=ch.id, text=text or "", blocks=blocks, thread_ts=thread_ts or None)
         self.messages[ch.id].append(msg)
         return msg
 

@@ -1,18 +1,28 @@
 """The `levers` policy section (policies/levers.yaml): who pulls what, where, how far.
 
-Only pydantic here: the policy loader imports this before anything else.
+Only pydantic here: the levers import this, not the other way round.
 """
+
 from __future__ import annotations
+
+import itertools
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.incidents.roles import ROLES
 from bot.policy.models import Strict
+from bot.policy.roles import ROLES
 
-# The catalogue's names; levers.base checks at import that the registry matches.
+# The catalogue's names; a test checks that levers.catalogue defines exactly these.
 CATALOGUE = (
-    "kueue-hold", "kueue-hold-drain", "keda-pause", "rollout-abort", "route-weight",
-    "node-quarantine", "jobset-suspend", "killswitch", "sandbox-quarantine",
+    "kueue-hold",
+    "kueue-hold-drain",
+    "keda-pause",
+    "rollout-abort",
+    "route-weight",
+    "node-quarantine",
+    "jobset-suspend",
+    "killswitch",
+    "sandbox-quarantine",
 )
 
 
@@ -39,7 +49,7 @@ class RouteWeightPolicy(Strict):
     @field_validator("steps_percent")
     @classmethod
     def _steps(cls, v: list[int]) -> list[int]:
-        if v[0] != 100 or any(b >= a for a, b in zip(v, v[1:])) or v[-1] < 0:
+        if v[0] != 100 or any(b >= a for a, b in itertools.pairwise(v)) or v[-1] < 0:
             raise ValueError("steps must start at 100 and go strictly down to a value >= 0, e.g. [100, 50, 0]")
         return v
 
@@ -47,7 +57,7 @@ class RouteWeightPolicy(Strict):
         if backend in self.backend_cells:
             return self.backend_cells[backend]
         if self.backend_prefix and backend.startswith(self.backend_prefix):
-            return backend[len(self.backend_prefix):] or None
+            return backend[len(self.backend_prefix) :] or None
         return None
 
 
@@ -109,7 +119,7 @@ class LeversPolicy(Strict):
         return v
 
     @model_validator(mode="after")
-    def _fleet_not_a_cell(self) -> "LeversPolicy":
+    def _fleet_not_a_cell(self) -> LeversPolicy:
         if self.fleet_context in self.cells:
             raise ValueError(f"{self.fleet_context!r} is the fleet context; it cannot also be a cell")
         return self

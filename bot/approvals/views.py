@@ -1,35 +1,29 @@
-"""Block Kit for approval cards: the request with its buttons, and the decided card.
+"""What approval cards say: the request with its buttons, and the decided card (plain view models).
 
 A decided card is the same plan without buttons plus one line saying who
 decided, when (UTC), and what came of it; it replaces the request in place.
+The cuts below are the ones these cards have always had (the chat surface's
+limits are only an outer bound), so a posted card reads the same as before.
 """
+
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from slack_sdk.models.blocks import (
-    ActionsBlock,
-    Block,
-    ButtonElement,
-    ConfirmObject,
-    ContextBlock,
-    HeaderBlock,
-    MarkdownTextObject,
-    SectionBlock,
-)
-
-from bot.approvals.ballots import Ballot
+from bot.approvals.commands import Approve, Deny
 from bot.approvals.rules import seat_holders, seat_title, seats_text
+from bot.approvals.store import Ballot
+from bot.chat import Button, Buttons, Card, Confirm, Context, Fields, Header, Press, Section
+from bot.chat.views import Part
 from bot.clock import hhmm
+from bot.core.request import IncidentView
+
+_SECTION, _FIELD, _HEADER = 2900, 1900, 150
 
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _md(text: str, limit: int = 2900) -> MarkdownTextObject:
-    return MarkdownTextObject(text=_cut(text, limit))
 
 
 Holders = dict[str, "str | None"]  # seat -> who holds that role in the incident now
@@ -38,21 +32,31 @@ Holders = dict[str, "str | None"]  # seat -> who holds that role in the incident
 def _seats_line(b: Ballot, holder: Holders | None = None) -> str:
     def named(seats: list[str]) -> str:
         return seats_text(seats) if holder is None else seat_holders(seats, holder)
+
     extra = f" (plus {named(b.sev1_seats)} at SEV1)" if b.sev1_seats else ""
     got = ", ".join(f"<@{u}> ({seat_title(s)})" for s, u in _in_seat_order(b))
     have = f" · approved so far: {got}" if got else ""
-    return (f"Needs {named(b.seats)}{extra}, each a different person and not the requester"
-            f" · expires {hhmm(b.expires_at)} UTC{have}")
+    return (
+        f"Needs {named(b.seats)}{extra}, each a different person and not the requester"
+        f" · expires {hhmm(b.expires_at)} UTC{have}"
+    )
 
 
-def _buttons(b: Ballot, prefix: str) -> ActionsBlock:
+def _buttons(b: Ballot) -> Buttons:
+    # The press carries only the request id; the incident is the channel's (Press incident None).
     what = "run it at once" if b.kind == "lever" else "start the grant at once"
-    return ActionsBlock(block_id=f"approval:{b.id}", elements=[
-        ButtonElement(text="Approve", action_id=f"{prefix}.approve", value=b.id, style="primary",
-                      confirm=ConfirmObject(title="Approve?", text=f"Approving {b.id} will {what}.",
-                                            confirm="Approve", deny="Cancel")),
-        ButtonElement(text="Deny", action_id=f"{prefix}.deny", value=b.id, style="danger"),
-    ])
+    return Buttons(
+        f"approval:{b.id}",
+        (
+            Button(
+                "Approve",
+                Press(Approve(request=b.id)),
+                style="primary",
+                confirm=Confirm("Approve?", f"Approving {b.id} will {what}.", confirm="Approve", deny="Cancel"),
+            ),
+            Button("Deny", Press(Deny(request=b.id)), style="danger"),
+        ),
+    )
 
 
 def lever_text(b: Ballot) -> str:
@@ -69,6 +73,7 @@ def _pre_state(pre: Any) -> str:
         if isinstance(v, dict) and set(v) in ({"$absent"}, {"$present"}):
             return "(absent)" if "$absent" in v else "(present)"
         return json.dumps(v, sort_keys=True)
+
     return "\n".join(f"{p.replace('~1', '/').replace('~0', '~')}: {shown(v)}" for p, v in sorted(pre.items()))
 
 
@@ -80,28 +85,42 @@ def _blast(d: dict[str, Any]) -> str:
     return f"{where}; {d['effect']}" if d.get("effect") else where
 
 
-def _lever_body(b: Ballot) -> list[Block]:
+def _lever_body(b: Ballot) -> list[Part]:
     d = b.detail
     why = "; ".join(d.get("reasons") or []) or "policy requires a second person"
     return [
-        HeaderBlock(text=_cut(f"{b.id}: {d['lever']} needs approval", 150)),
-        SectionBlock(fields=[
-            _md(f"*What*\n{d['lever']} {d['target']}", 1900),
-            _md(f"*Where*\n{d['cell']}", 1900),
-            _md(f"*Asked by*\n<@{b.requester}>", 1900),
-            _md(f"*Blast radius*\n{_blast(d)}", 1900),
-        ]),
-        SectionBlock(text=_md(f"*Why approval*: {why}")),
-        SectionBlock(text=_md(f"*kubectl equivalent*\n```{_cut(d.get('kubectl', ''), 1200)}```")),
-        SectionBlock(text=_md(f"*API call*: `{_cut(d.get('api', ''), 400)}`\n"
-                              f"*Pre-state*\n```{_cut(_pre_state(d.get('pre_state')), 1400)}```")),
-        ContextBlock(elements=[_md(f"plan digest `{b.digest[:12]}` · the approval holds only for this plan "
-                                   "and pre-state; if the target changes it will not run")]),
+        Header(_cut(f"{b.id}: {d['lever']} needs approval", _HEADER)),
+        Fields(
+            (
+                _cut(f"*What*\n{d['lever']} {d['target']}", _FIELD),
+                _cut(f"*Where*\n{d['cell']}", _FIELD),
+                _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
+                _cut(f"*Blast radius*\n{_blast(d)}", _FIELD),
+            )
+        ),
+        Section(_cut(f"*Why approval*: {why}", _SECTION)),
+        Section(_cut(f"*kubectl equivalent*\n```{_cut(d.get('kubectl', ''), 1200)}```", _SECTION)),
+        Section(
+            _cut(
+                f"*API call*: `{_cut(d.get('api', ''), 400)}`\n"
+                f"*Pre-state*\n```{_cut(_pre_state(d.get('pre_state')), 1400)}```",
+                _SECTION,
+            )
+        ),
+        Context(
+            (
+                _cut(
+                    f"plan digest `{b.digest[:12]}` · the approval holds only for this plan "
+                    "and pre-state; if the target changes it will not run",
+                    _SECTION,
+                ),
+            )
+        ),
     ]
 
 
-def lever_request(b: Ballot, holder: Holders | None = None) -> list[Block]:
-    return [*_lever_body(b), ContextBlock(elements=[_md(_seats_line(b, holder))]), _buttons(b, "lever")]
+def lever_request(b: Ballot, holder: Holders | None = None) -> Card:
+    return Card.of(*_lever_body(b), Context((_cut(_seats_line(b, holder), _SECTION),)), _buttons(b))
 
 
 def grant_text(b: Ballot) -> str:
@@ -109,36 +128,39 @@ def grant_text(b: Ballot) -> str:
     return f"{b.id} break-glass for <@{b.requester}>: {d['describe']}, {d['minutes']} min"
 
 
-def _grant_body(b: Ballot) -> list[Block]:
+def _grant_body(b: Ballot) -> list[Part]:
     d = b.detail
     return [
-        HeaderBlock(text=_cut(f"{b.id}: break-glass request", 150)),
-        SectionBlock(fields=[
-            _md(f"*For*\n<@{b.requester}>", 1900),
-            _md(f"*Scope*\n{d['describe']}", 1900),
-            _md(f"*How long*\n{d['minutes']} min from approval", 1900),
-            _md(f"*Reason*\n{d['reason']}", 1900),
-        ]),
-        ContextBlock(elements=[_md("Only Firebreak's own levers; every pull is posted to the security channel.")]),
+        Header(_cut(f"{b.id}: break-glass request", _HEADER)),
+        Fields(
+            (
+                _cut(f"*For*\n<@{b.requester}>", _FIELD),
+                _cut(f"*Scope*\n{d['describe']}", _FIELD),
+                _cut(f"*How long*\n{d['minutes']} min from approval", _FIELD),
+                _cut(f"*Reason*\n{d['reason']}", _FIELD),
+            )
+        ),
+        Context(("Only Firebreak's own levers; every pull is posted to the security channel.",)),
     ]
 
 
-def grant_request(b: Ballot, holder: Holders | None = None) -> list[Block]:
-    return [*_grant_body(b), ContextBlock(elements=[_md(_seats_line(b, holder))]), _buttons(b, "breakglass")]
+def grant_request(b: Ballot, holder: Holders | None = None) -> Card:
+    return Card.of(*_grant_body(b), Context((_cut(_seats_line(b, holder), _SECTION),)), _buttons(b))
 
 
-def pending(b: Ballot, holder: Holders | None = None) -> list[Block]:
+def pending(b: Ballot, holder: Holders | None = None) -> Card:
     """The request card again, with the approvals recorded so far."""
     return lever_request(b, holder) if b.kind == "lever" else grant_request(b, holder)
 
 
-def holders_of(b: Ballot, roles: dict[str, "str | None"]) -> Holders:
-    return {s: roles.get(s) for s in [*b.seats, *b.sev1_seats]}
+def holders_of(b: Ballot, inc: IncidentView) -> Holders:
+    """Who sits in each of the ballot's seats now."""
+    return {s: inc.holder(s) for s in [*b.seats, *b.sev1_seats]}
 
 
-def decided(b: Ballot, line: str) -> list[Block]:
+def decided(b: Ballot, line: str) -> Card:
     body = _lever_body(b) if b.kind == "lever" else _grant_body(b)
-    return [*body, SectionBlock(text=_md(line))]
+    return Card.of(*body, Section(_cut(line, _SECTION)))
 
 
 def text(b: Ballot) -> str:
@@ -172,8 +194,3 @@ def decision_line(b: Ballot, outcome: str = "") -> str:
     if b.state == "revoked":
         return f":lock: Revoked by <@{b.ended_by}> at {when(b.ended_at)}.{tail}"
     return _seats_line(b)
-
-
-def details(b: Ballot) -> dict[str, Any]:
-    """Audit detail shared by every approval entry."""
-    return {"request": b.id, "kind": b.kind, "digest": b.digest or None, "requester": b.requester}

@@ -1,10 +1,12 @@
-"""Incident roles: Google IMAG plus the ML seats."""
+"""The seats the policy speaks of: Google IMAG plus the ML seats.
+
+Here, below every capability, because policy files name them and the one
+policy check (bot/core/authz.py) reads them.
+"""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bot.incidents.models import Incident
+from typing import Protocol
 
 ROLES: tuple[str, ...] = ("ic", "ops", "comms", "scribe", "model", "capacity", "security")
 
@@ -19,17 +21,23 @@ ROLE_TITLES: dict[str, str] = {
 }
 
 
+class Seats(Protocol):
+    """Who sits where in one incident (an Incident, or any view of one)."""
+
+    def holder(self, role: str) -> str | None: ...
+
+
 def title(role: str) -> str:
     """What people call a seat: `ic` → "IC" in refusals is clearer than the long title."""
     return "IC" if role == "ic" else ROLE_TITLES.get(role, role)
 
 
-def seated(inc: "Incident", roles: list[str]) -> str:
+def seated(inc: Seats, roles: list[str]) -> str:
     """Who sits in ``roles`` now, for a refusal: "IC: <@U1>; Comms lead: nobody"."""
     return "; ".join(f"{title(r)}: " + (f"<@{inc.holder(r)}>" if inc.holder(r) else "nobody") for r in roles)
 
 
-def self_seat_hint(inc: "Incident", actor: str, role: str) -> str | None:
+def self_seat_hint(inc: Seats, actor: str, role: str) -> str | None:
     """For the IC refused for lack of a seat they can give themselves (not ic: that is a handoff)."""
     if role == "ic" or inc.holder("ic") != actor:
         return None

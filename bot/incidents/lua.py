@@ -1,6 +1,7 @@
 """Lua for the incident state transitions that must be atomic.
 
-Kept apart from the Python that calls them so each script can be read whole.
+Kept apart from the Python that calls them (store.py) so each script can be read whole; the
+result codes are store.py's enums.
 All keys of one incident share its hash tag, so these run on Redis Cluster.
 """
 

@@ -1,10 +1,8 @@
-"""Lua for comms timers. Keys of one incident share its hash tag."""
-from __future__ import annotations
+"""Lua for comms: the cadence sync mark, snooze, and the two-step dedupe marks.
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bot.core.services import Services
+Kept apart from the Python that calls them (store.py) so each script can be read whole; the
+result codes are store.py's enums. Keys of one incident share its hash tag.
+"""
 
 # KEYS: incident, comms:cadence.
 # The due a reminder should be scheduled for ("" = none: mitigated, resolved, missing),
@@ -65,22 +63,3 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-
-
-class Loaded:
-    """The scripts above, registered once per Services (registering hashes the source)."""
-
-    def __init__(self, svc: "Services") -> None:
-        r = svc.redis
-        self.sync_mark = r.register_script(SYNC_MARK)
-        self.snooze = r.register_script(SNOOZE)
-        self.mark_claim = r.register_script(MARK_CLAIM)
-        self.mark_done = r.register_script(MARK_DONE)
-        self.mark_release = r.register_script(MARK_RELEASE)
-
-
-def loaded(svc: "Services") -> Loaded:
-    found = svc.extras.get("comms.scripts")
-    if found is None:
-        found = svc.extras["comms.scripts"] = Loaded(svc)
-    return found

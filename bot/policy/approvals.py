@@ -1,10 +1,11 @@
 """The approvals policy section (policies/approvals.yaml)."""
+
 from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from bot.incidents.roles import ROLES
 from bot.policy.models import Strict
+from bot.policy.roles import ROLES
 
 
 def _seats(v: list[str]) -> list[str]:

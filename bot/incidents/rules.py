@@ -1,9 +1,17 @@
-"""The four-axis SEV matrix: pure functions over the severity policy."""
+"""The incident's pure rules: the four-axis SEV matrix, the first update's due, the channel name.
+
+A SEV raise or an update moves the next due inside Redis (lua.SEV_RAISE, lua.UPDATE_RECORD),
+from the stored state; only the first due is computed here.
+"""
+
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 
-from bot.policy.models import SeverityPolicy
+from bot.clock import ymd
+from bot.policy.models import CadencePolicy, SeverityPolicy
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,13 @@ def assess(impact: Impact, policy: SeverityPolicy) -> Assessment:
     # not meaningful, so prefer security > quality > users > gpu as the headline.
     order = {"security": 0, "quality": 1, "users": 2, "gpu": 3}
     axis = min(scores, key=lambda a: (scores[a][0], order[a]))
-    return Assessment(scores[axis][0], axis, {a: why for a, (_, why) in scores.items()},
-                      {a: sev for a, (sev, _) in scores.items()})
+    return Assessment(
+        scores[axis][0], axis, {a: why for a, (_, why) in scores.items()}, {a: sev for a, (sev, _) in scores.items()}
+    )
 
 
 def explain(a: Assessment) -> str:
-    """"SEV1, decided by security (SEV1 regardless of latency); also: quality → SEV1"."""
+    """ "SEV1, decided by security (SEV1 regardless of latency); also: quality → SEV1"."""
     if a.deciding_axis == "none":
         return f"SEV{a.sev}: no axis above its threshold"
     head = f"SEV{a.sev}, decided by {a.deciding_axis} ({a.reasons[a.deciding_axis]})"
@@ -64,3 +73,19 @@ def explain(a: Assessment) -> str:
 def is_raise(current: int, proposed: int) -> bool:
     """SEV1 is the worst: a raise is a smaller number."""
     return proposed < current
+
+
+def first_due(declared_at: float, sev: int, policy: CadencePolicy) -> float:
+    return declared_at + policy.first_update_minutes.get(sev, policy.interval_minutes[sev]) * 60
+
+
+def slugify(text: str, limit: int) -> str:
+    # Fold accents first (ñandú -> nandu) so non-ASCII titles keep their words.
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
+    return slug[:limit].strip("-") or "incident"
+
+
+def channel_name(number: int, title: str, now: float) -> str:
+    head = f"inc-{ymd(now)}-{number}-"
+    return head + slugify(title, 80 - len(head))

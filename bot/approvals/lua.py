@@ -5,6 +5,7 @@ incident's roles hash and SEV are read inside the same script, so "holds the
 role now", "has not voted", "is not the requester", "not expired" and the
 vote itself happen as one step, whatever the number of clicks or processes.
 Times come from the caller's clock (ARGV) so an injected clock governs them.
+Each script's result codes are an enum in store.py: handlers compare those, never these strings.
 """
 
 # KEYS: ballot, index. ARGV: id, then field/value pairs. -> 1 created, 0 existed.

@@ -1,4 +1,5 @@
 """The comms policy section (policies/comms.yaml): public granularity and secret patterns."""
+
 from __future__ import annotations
 
 import re

@@ -1,23 +1,34 @@
-"""Incident persistence in Redis. Transitions that matter go through Lua."""
+"""Incident persistence in Redis. Transitions that matter go through Lua (lua.py), whose
+result codes are the enums below."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from enum import IntEnum
+from typing import Any, Generic, TypeVar
 
-from bot.incidents import scripts
+from redis.typing import EncodableT, FieldT
+
+from bot.core.services import Services
+from bot.incidents import lua
 from bot.incidents.models import HandoffRecord, Incident, RoleHolder, Status, Tenure
 from bot.policy.models import CadencePolicy
-from bot.store import Keys, Redis
+from bot.store import Keys, Redis, text
 
 _JSON_FIELDS = ("cells", "products", "regions")
 _FLOAT_FIELDS = (
-    "declared_at", "detected_at", "mitigated_at", "resolved_at", "last_update_at", "next_update_due",
+    "declared_at",
+    "detected_at",
+    "mitigated_at",
+    "resolved_at",
+    "last_update_at",
+    "next_update_due",
 )
 
 
-def _encode(inc: Incident) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _encode(inc: Incident) -> dict[FieldT, EncodableT]:
+    out: dict[FieldT, EncodableT] = {}
     for k, v in inc.model_dump(exclude={"roles"}).items():
         if v is None:
             continue
@@ -42,9 +53,50 @@ def _decode(raw: dict[str, str], roles: dict[str, str]) -> Incident:
     return Incident.model_validate(data)
 
 
+class SevRaised(IntEnum):
+    """lua.SEV_RAISE"""
+
+    RAISED = 1
+    SAME = 0
+    LOWER_REFUSED = -1
+    RESOLVED = -2
+    MISSING = -3
+
+
+class StatusSet(IntEnum):
+    """lua.STATUS_SET"""
+
+    CHANGED = 1
+    SAME = 0
+    BACKWARDS = -1
+    MISSING = -3
+
+
+class UpdateRecorded(IntEnum):
+    """lua.UPDATE_RECORD"""
+
+    RECORDED = 1
+    RESOLVED = -2
+    MISSING = -3
+
+
+class HandoffAccepted(IntEnum):
+    """lua.HANDOFF_ACCEPT"""
+
+    ACCEPTED = 1
+    NOT_RECEIVER = -1
+    NOT_PENDING = -2  # detail: its status
+    MISSING = -3
+    RESOLVED = -4
+    SUPERSEDED = -5  # the role changed hands since it was posted; detail: who holds it now
+
+
+E = TypeVar("E", bound=IntEnum)
+
+
 @dataclass(frozen=True)
-class Change:
-    code: int
+class Change(Generic[E]):
+    code: E
     before: Any
     detail: Any = None
 
@@ -52,13 +104,13 @@ class Change:
 class IncidentRepo:
     def __init__(self, redis: Redis) -> None:
         self.r = redis
-        self._sev = redis.register_script(scripts.SEV_RAISE)
-        self._status = redis.register_script(scripts.STATUS_SET)
-        self._role = redis.register_script(scripts.ROLE_SET)
-        self._update = redis.register_script(scripts.UPDATE_RECORD)
-        self._accept = redis.register_script(scripts.HANDOFF_ACCEPT)
-        self._fail_handoff = redis.register_script(scripts.HANDOFF_FAIL)
-        self._handoff_posted = redis.register_script(scripts.HANDOFF_POSTED)
+        self._sev = redis.register_script(lua.SEV_RAISE)
+        self._status = redis.register_script(lua.STATUS_SET)
+        self._role = redis.register_script(lua.ROLE_SET)
+        self._update = redis.register_script(lua.UPDATE_RECORD)
+        self._accept = redis.register_script(lua.HANDOFF_ACCEPT)
+        self._fail_handoff = redis.register_script(lua.HANDOFF_FAIL)
+        self._handoff_posted = redis.register_script(lua.HANDOFF_POSTED)
 
     async def next_number(self) -> int:
         return int(await self.r.incr(Keys.INCIDENT_SEQ))
@@ -81,10 +133,11 @@ class IncidentRepo:
         await self.r.set(Keys.channel(channel_id), inc_id)
 
     async def set_field(self, inc_id: str, **fields: str) -> None:
-        await self.r.hset(Keys.incident(inc_id), mapping=fields)
+        mapping: dict[FieldT, EncodableT] = {k: v for k, v in fields.items()}
+        await self.r.hset(Keys.incident(inc_id), mapping=mapping)
 
     async def by_channel(self, channel_id: str) -> str | None:
-        return await self.r.get(Keys.channel(channel_id))
+        return text(await self.r.get(Keys.channel(channel_id)))
 
     async def get(self, inc_id: str) -> Incident | None:
         async with self.r.pipeline(transaction=False) as p:
@@ -94,25 +147,26 @@ class IncidentRepo:
         return _decode(raw, roles) if raw else None
 
     async def open_ids(self) -> list[str]:
-        return sorted(await self.r.smembers(Keys.INCIDENTS_OPEN), key=lambda s: int(s.split("-")[1]))
+        ids = [str(s) for s in await self.r.smembers(Keys.INCIDENTS_OPEN)]
+        return sorted(ids, key=lambda s: int(s.split("-")[1]))
 
     async def raise_sev(
         self, inc_id: str, sev: int, reason: str, cadence: CadencePolicy | None, now: float
-    ) -> Change:
+    ) -> Change[SevRaised]:
         """Raise the SEV; while active, the next update due moves in Lua from the stored state
         (``cadence`` None: the due is left alone)."""
         sevs = (1, 2, 3, 4)
-        first = [cadence.first_update_minutes.get(s, cadence.interval_minutes[s]) * 60 if cadence else ""
-                 for s in sevs]
+        first = [cadence.first_update_minutes.get(s, cadence.interval_minutes[s]) * 60 if cadence else "" for s in sevs]
         every = [cadence.interval_minutes[s] * 60 if cadence else "" for s in sevs]
         code, before = await self._sev(keys=[Keys.incident(inc_id)], args=[sev, reason, repr(now), *first, *every])
-        return Change(int(code), int(before))
+        return Change(SevRaised(int(code)), int(before))
 
-    async def set_status(self, inc: Incident, status: Status, now: float) -> Change:
+    async def set_status(self, inc: Incident, status: Status, now: float) -> Change[StatusSet]:
         code, before = await self._status(keys=[Keys.incident(inc.id)], args=[status.value, now])
-        if int(code) == 1 and status is Status.resolved:
+        change = Change(StatusSet(int(code)), before)
+        if change.code is StatusSet.CHANGED and status is Status.resolved:
             await self.r.srem(Keys.INCIDENTS_OPEN, inc.id)
-        return Change(int(code), before)
+        return change
 
     async def set_role(self, inc_id: str, role: str, user: str, by: str, now: float) -> bool:
         return bool(await self._role(keys=[Keys.roles(inc_id), Keys.tenure(inc_id)], args=[role, user, by, now]))
@@ -131,12 +185,14 @@ class IncidentRepo:
                         break
         return out
 
-    async def record_update(self, inc_id: str, text: str, now: float, intervals: dict[int, float]) -> Change:
+    async def record_update(
+        self, inc_id: str, text: str, now: float, intervals: dict[int, float]
+    ) -> Change[UpdateRecorded]:
         code, due = await self._update(
             keys=[Keys.incident(inc_id)],
             args=[now, text, *(intervals[s] * 60 for s in (1, 2, 3, 4))],
         )
-        return Change(int(code), float(due) if due else None)
+        return Change(UpdateRecorded(int(code)), float(due) if due else None)
 
     # Handoffs -----------------------------------------------------------------
 
@@ -148,13 +204,22 @@ class IncidentRepo:
 
     async def handoffs(self, inc_id: str) -> list[HandoffRecord]:
         n = int(await self.r.get(Keys.handoff_seq(inc_id)) or 0)
-        raws = [await self.r.hget(Keys.handoff(inc_id, f"HO-{i}"), "doc") for i in range(1, n + 1)]
+        async with self.r.pipeline(transaction=False) as p:  # one round trip, however many handoffs
+            for i in range(1, n + 1):
+                p.hget(Keys.handoff(inc_id, f"HO-{i}"), "doc")
+            raws = await p.execute()
         return [HandoffRecord.model_validate_json(r) for r in raws if r]
 
     async def pending_handoff(self, inc_id: str, role: str, to_user: str) -> HandoffRecord | None:
         """A handoff of ``role`` to ``to_user`` still waiting for Accept (a repeat would only confuse)."""
-        return next((h for h in await self.handoffs(inc_id)
-                     if h.status == "pending" and h.role == role and h.to_user == to_user), None)
+        return next(
+            (
+                h
+                for h in await self.handoffs(inc_id)
+                if h.status == "pending" and h.role == role and h.to_user == to_user
+            ),
+            None,
+        )
 
     async def set_handoff_message(self, inc_id: str, hid: str, ts: str) -> str:
         """Record the posted message's ts; returns the handoff's status now (an Accept may have
@@ -165,12 +230,20 @@ class IncidentRepo:
         raw = await self.r.hget(Keys.handoff(inc_id, hid), "doc")
         return HandoffRecord.model_validate_json(raw) if raw else None
 
-    async def accept_handoff(self, inc_id: str, hid: str, clicker: str, now: float) -> Change:
+    async def accept_handoff(self, inc_id: str, hid: str, clicker: str, now: float) -> Change[HandoffAccepted]:
         code, role, detail = await self._accept(
             keys=[Keys.handoff(inc_id, hid), Keys.roles(inc_id), Keys.tenure(inc_id), Keys.incident(inc_id)],
             args=[clicker, now],
         )
-        return Change(int(code), role, detail)
+        return Change(HandoffAccepted(int(code)), role, detail)
 
     async def fail_handoff(self, inc_id: str, hid: str) -> bool:
         return bool(await self._fail_handoff(keys=[Keys.handoff(inc_id, hid)]))
+
+
+def repo(svc: Services) -> IncidentRepo:
+    """The app's incident store: the one the executor looks incidents up in (bot/runtime.py)."""
+    found = svc.incidents
+    if not isinstance(found, IncidentRepo):
+        raise TypeError(f"the app's incident lookup is a {type(found).__name__}, not an IncidentRepo")
+    return found

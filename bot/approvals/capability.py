@@ -1,0 +1,44 @@
+"""The approvals capability: everything it adds to the app, in one place."""
+
+from __future__ import annotations
+
+from bot.approvals import grants, jobs, lever_side, on_resolve, votes
+from bot.approvals.commands import ApprovalSettle, Approve, Breakglass, BreakglassEnd, Deny
+from bot.core.grammar import Spec
+from bot.core.hooks import STATUS_LINE
+from bot.core.registry import Registry
+from levers import hooks
+
+
+def register(reg: Registry) -> None:
+    # Commands, in the order `/incident help` has always listed them.
+    reg.command(
+        Breakglass,
+        grants.breakglass,
+        spec=Spec(
+            "/incident breakglass <scope> <minutes> <reason>  ·  /incident breakglass revoke <BG-n>",
+            positional=("scope",),
+            rest="reason",
+        ),
+        summary="time-boxed access to levers (a lever, a,b, cell:<cell> or fleet); IC (+ security at SEV1) approve",
+    )
+    reg.command(BreakglassEnd, grants.breakglass_end, summary="a grant's time ran out (reaper)")
+    reg.command(Approve, votes.approve, summary="approve a lever request or a break-glass grant (button)")
+    reg.command(Deny, votes.deny, summary="deny a lever request or a break-glass grant (button)")
+    reg.command(ApprovalSettle, votes.settle, summary="expire an undecided request, or finish an approved one (timer)")
+
+    # Timers, and the sweep for approved requests a dead process never ran.
+    reg.job(jobs.EXPIRE_JOB, jobs.window_over)
+    reg.job(jobs.REAP_JOB, jobs.grant_over)
+    reg.on_start(jobs.resume_approved)
+
+    # Resolving an incident closes its ballots and ends its grants.
+    reg.observe(on_resolve.close_on_resolve)
+
+    # What the levers ask of approvals, and the status line.
+    reg.add(hooks.APPROVAL_REQUESTED, lever_side.request_approval)
+    reg.add(hooks.RECONCILED, lever_side.reconciled)
+    reg.add(hooks.GRANT_PROVIDERS, lever_side.grant_for)
+    reg.add(hooks.GRANT_ACTIVE, lever_side.grant_active)
+    reg.add(hooks.GRANT_USED, lever_side.grant_used)
+    reg.add(STATUS_LINE, grants.status_line)

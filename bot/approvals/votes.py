@@ -1,0 +1,129 @@
+"""Approve / Deny presses and the settling timer, for lever requests and grants alike.
+
+Every refusal says why and is audited by the dispatcher (command.approve /
+command.deny with the reason); nothing changes on a refused press.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bot.approvals import grants, lever_side, notify, views
+from bot.approvals.commands import ApprovalSettle, Approve, Deny
+from bot.approvals.jobs import EXPIRE_JOB
+from bot.approvals.rules import details, required_seats, seat_title, seats_text
+from bot.approvals.store import Ballot, Expired, Vote, VoteCode, ballots
+from bot.clock import hhmm
+from bot.core.request import Outcome, Refusal, Request
+from bot.core.services import Services
+from bot.incidents.models import Incident
+
+
+def _decided(b: Ballot) -> str:
+    if b.state == "revoked" and b.decided_at is None:
+        return f"withdrawn by <@{b.ended_by}> at {views.when(b.ended_at)}"
+    if b.state in ("approved", "ended", "revoked"):
+        return f"approved by {views.approvers(b)} at {views.when(b.decided_at)}" + (
+            f" (since {b.state})" if b.state != "approved" else ""
+        )
+    if b.state == "denied":
+        return f"denied by <@{b.decided_by}> at {views.when(b.decided_at)}"
+    return f"expired at {views.when(b.expires_at)}"
+
+
+def _holders(inc: Incident, seats: list[str]) -> str:
+    now = [f"<@{inc.holder(s)}>" for s in seats if inc.holder(s)]
+    return f" (now {', '.join(now)})" if now else " (nobody holds it now)"
+
+
+async def _expire_now(svc: Services, b: Ballot) -> None:
+    if b.kind == "lever":
+        await lever_side.expired(svc, b)
+    else:
+        await notify.edit_card(svc, b, views.decision_line(b))
+
+
+async def _vote(svc: Services, req: Request, inc: Incident, bid: str, choice: str) -> tuple[Vote, Ballot]:
+    """Cast the vote; refuse (nothing changed) unless it was recorded or decided the ballot."""
+    store = ballots(svc)
+    v = await store.vote(inc.id, bid, req.actor, choice, svc.clock.now())
+    b = await store.get(inc.id, bid)
+    base = {"request": bid, "vote": choice, "code": v.code.value}
+    if v.code is VoteCode.MISSING or b is None:
+        raise Refusal(f"{bid} is not an approval request of {inc.id}; nothing changed.", **base)
+    base = {**details(b), "vote": choice, "code": v.code.value}
+    seats = required_seats(b.seats, b.sev1_seats, inc.sev)
+    if v.code is VoteCode.DECIDED:
+        raise Refusal(f"{bid} was already {_decided(b)}; nothing changed.", **base)
+    if v.code is VoteCode.EXPIRED:
+        await _expire_now(svc, b)
+        raise Refusal(
+            f"{bid} expired at {hhmm(b.expires_at)} UTC; nothing ran. Ask again if it is still needed.", **base
+        )
+    if v.code is VoteCode.SELF:
+        each = ", each a different person" if len(seats) > 1 else ""
+        raise Refusal(f"You asked for {bid}, so you cannot decide it: {seats_text(seats)} must{each}.", **base)
+    if v.code is VoteCode.VOTED:
+        raise Refusal(f"You already voted on {bid}; one vote per person.", **base)
+    if v.code is VoteCode.NOROLE:
+        need = json.loads(v.seat)
+        raise Refusal(
+            f"Only {seats_text(need)} of {inc.id}{_holders(inc, need)} can decide {bid}; "
+            "you hold none of those roles right now.",
+            **base,
+        )
+    if v.code is VoteCode.FILLED:
+        missing = [s for s in seats if s not in b.filled]
+        raise Refusal(
+            f"The {seat_title(v.seat)}'s approval of {bid} is already in (from <@{v.other}>); "
+            f"it still needs {seats_text(missing)}.",
+            **base,
+        )
+    return v, b
+
+
+async def approve(svc: Services, req: Request, cmd: Approve, inc: Incident) -> Outcome:
+    v, b = await _vote(svc, req, inc, cmd.request, "approve")
+    audit = {**details(b), "vote": "approve", "seat": v.seat}
+    if v.code is VoteCode.RECORDED:
+        missing = json.loads(v.other)
+        await notify.edit_card(svc, b)
+        return Outcome(
+            message=f"Your approval of {b.id} as {seat_title(v.seat)} is recorded; "
+            f"it still needs {seats_text(missing)}.",
+            audit={**audit, "missing": missing},
+        )
+    if b.kind == "lever":
+        msg, extra = await lever_side.run_approved(svc, b)
+    else:
+        msg, extra = await grants.activate(svc, b)
+    return Outcome(message=msg, audit={**audit, "decision": "approved", "approvers": b.filled, **extra})
+
+
+async def deny(svc: Services, req: Request, cmd: Deny, inc: Incident) -> Outcome:
+    v, b = await _vote(svc, req, inc, cmd.request, "deny")
+    if b.kind == "lever":
+        await lever_side.denied(svc, b)
+    else:
+        await svc.scheduler.cancel(EXPIRE_JOB, b.id)
+        await notify.edit_card(svc, b, views.decision_line(b))
+    return Outcome(
+        message=f"{b.id} denied; nothing was changed.",
+        audit={**details(b), "vote": "deny", "seat": v.seat, "decision": "denied"},
+    )
+
+
+async def settle(svc: Services, req: Request, cmd: ApprovalSettle, inc: Incident) -> Outcome:
+    """The window timer (or the restart sweep): expire an undecided request, or finish an approved one."""
+    store = ballots(svc)
+    code = await store.expire(inc.id, cmd.request, svc.clock.now())
+    b = await store.get(inc.id, cmd.request)
+    if b is None:
+        return Outcome(message=f"{cmd.request} does not exist.", audit={"request": cmd.request, "settled": "none"})
+    if code is Expired.EXPIRED:
+        await _expire_now(svc, b)
+        return Outcome(message=f"{b.id} expired.", audit={**details(b), "settled": "expired"})
+    if b.kind == "lever" and b.state == "approved":
+        msg, extra = await lever_side.run_approved(svc, b)
+        return Outcome(message=msg, audit={**details(b), "settled": "resumed", **extra})
+    return Outcome(message=f"{b.id} is {b.state}.", audit={**details(b), "settled": "none", "state": b.state})

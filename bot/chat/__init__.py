@@ -1,0 +1,39 @@
+"""The chat port: what the domain may ask of a chat platform, in its own words.
+
+The domain and levers speak to ``Chat`` with plain view models (``views``); the
+Slack surface (bot/slack) is one implementation and the only place Block Kit,
+action ids and modal wiring exist.
+"""
+
+from bot.chat.port import Chat, ChatError
+from bot.chat.views import (
+    Button,
+    Buttons,
+    Card,
+    Confirm,
+    Context,
+    FieldError,
+    Fields,
+    Form,
+    Header,
+    Press,
+    Section,
+    TextField,
+)
+
+__all__ = [
+    "Button",
+    "Buttons",
+    "Card",
+    "Chat",
+    "ChatError",
+    "Confirm",
+    "Context",
+    "FieldError",
+    "Fields",
+    "Form",
+    "Header",
+    "Press",
+    "Section",
+    "TextField",
+]

@@ -1,0 +1,49 @@
+"""The Chat protocol and its one error type."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from bot.chat.views import Card, Form
+
+
+class ChatError(Exception):
+    """The chat platform refused or failed a call. ``error`` is its short code (``channel_not_found``)."""
+
+    def __init__(self, method: str, error: str) -> None:
+        super().__init__(f"{method}: {error}")
+        self.method = method
+        self.error = error
+
+
+class Chat(Protocol):
+    """Everything the domain posts, edits or opens. Every method raises ChatError on refusal."""
+
+    async def create_channel(self, base_name: str) -> tuple[str, str]:
+        """A new channel named ``base_name`` (or a numbered variant when taken): (id, name)."""
+        ...
+
+    async def invite(self, channel: str, users: Sequence[str]) -> None: ...
+
+    async def post(self, channel: str, text: str, card: Card | None = None, thread: str | None = None) -> str:
+        """Post a message (``text`` is the notification fallback); returns its ts."""
+        ...
+
+    async def update(self, channel: str, ts: str, text: str, card: Card | None = None) -> None: ...
+
+    async def ephemeral(self, channel: str, user: str, text: str) -> None:
+        """A message only ``user`` sees, in ``channel``."""
+        ...
+
+    async def respond(self, reply_to: str, text: str) -> None:
+        """A private reply to the person who acted (their request's reply address)."""
+        ...
+
+    async def pin(self, channel: str, ts: str) -> None: ...
+
+    async def open_form(self, trigger: str, form: Form) -> None:
+        """Open ``form`` for the person whose action carried ``trigger``."""
+        ...
+
+    async def close(self) -> None: ...

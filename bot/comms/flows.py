@@ -1,2 +1,0 @@
-"""Every comms command and timer, imported once (bot/commands.py lists this module)."""
-from bot.comms import buttons, handoffs, nodes, reminders, timers, update, watch  # noqa: F401

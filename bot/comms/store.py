@@ -1,0 +1,112 @@
+"""Comms' Redis access: the cadence sync mark, snooze, and the two-step dedupe marks.
+
+The Lua is in lua.py; each script's result codes are the enums below. The key layout
+stays in bot/store.py (``Keys.comms``, ``Keys.dedupe``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from bot.comms import lua
+from bot.core.services import Services
+from bot.store import Keys, Redis
+
+_PENDING = "pending:"  # the prefix lua.MARK_CLAIM writes while a claim holds
+
+
+class Snoozed(IntEnum):
+    """lua.SNOOZE"""
+
+    SNOOZED = 1
+    DUE_MOVED = 0  # an update or another snooze came first; ``current`` is the due now ("" none)
+    NOT_ACTIVE = -2
+    MISSING = -3
+
+
+class MarkClaim(IntEnum):
+    """lua.MARK_CLAIM"""
+
+    CLAIMED = 1
+    TAKEN = 0  # done, or another process holds an unexpired claim and is posting
+
+
+class MarkDone(IntEnum):
+    """lua.MARK_DONE"""
+
+    DONE = 1
+    LOST = 0  # the claim ran out and another process took it: theirs to finish
+
+
+@dataclass(frozen=True)
+class Synced:
+    """lua.SYNC_MARK: the due a reminder should be scheduled for ("" none) and the one synced before."""
+
+    changed: bool
+    target: str
+    previous: str
+
+
+@dataclass(frozen=True)
+class SnoozeResult:
+    code: Snoozed
+    current: str  # the due now, as the incident hash stores it
+
+
+def pending(until: float) -> str:
+    """The value a claim holds until ``until`` (what MARK_DONE and MARK_RELEASE compare against)."""
+    return f"{_PENDING}{until!r}"
+
+
+class CommsStore:
+    """The scripts in lua.py, registered once per app (registering hashes the source)."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.r = redis
+        self._sync_mark = redis.register_script(lua.SYNC_MARK)
+        self._snooze = redis.register_script(lua.SNOOZE)
+        self._mark_claim = redis.register_script(lua.MARK_CLAIM)
+        self._mark_done = redis.register_script(lua.MARK_DONE)
+        self._mark_release = redis.register_script(lua.MARK_RELEASE)
+
+    @classmethod
+    def of(cls, svc: Services) -> CommsStore:
+        return cls(svc.redis)
+
+    # Cadence ----------------------------------------------------------------------------------
+
+    async def sync_mark(self, inc_id: str) -> Synced:
+        """Record the incident's current reminder due as synced; says whether it changed."""
+        changed, target, prev = await self._sync_mark(keys=[Keys.incident(inc_id), Keys.comms(inc_id, "cadence")])
+        return Synced(bool(int(changed)), str(target), str(prev))
+
+    async def snooze(self, inc_id: str, expected_due: str, new_due: float) -> SnoozeResult:
+        """Move the due from ``expected_due`` to ``new_due``, only if it is still ``expected_due``."""
+        code, current = await self._snooze(keys=[Keys.incident(inc_id)], args=[expected_due, repr(new_due)])
+        return SnoozeResult(Snoozed(int(code)), str(current or ""))
+
+    # Dedupe marks -----------------------------------------------------------------------------
+
+    async def claim_mark(self, key: str, now: float, until: float, keep_s: int) -> MarkClaim:
+        return MarkClaim(int(await self._mark_claim(keys=[key], args=[repr(now), repr(until), keep_s])))
+
+    async def done_mark(self, key: str, claim: str, keep_s: int) -> MarkDone:
+        """Mark done if ``claim`` (a ``pending(until)`` value) still holds the mark."""
+        return MarkDone(int(await self._mark_done(keys=[key], args=[claim, keep_s])))
+
+    async def release_mark(self, key: str, claim: str) -> None:
+        """Drop the mark if ``claim`` still holds it (the post failed: the next delivery tries again)."""
+        await self._mark_release(keys=[key], args=[claim])
+
+    async def is_done(self, key: str) -> bool:
+        """The mark's side effect landed (a pending claim is not done)."""
+        v = await self.r.get(key)
+        if v is None:
+            return False
+        return not (v.decode() if isinstance(v, bytes) else v).startswith(_PENDING)
+
+
+def store(svc: Services) -> CommsStore:
+    """The app's comms store."""
+    return svc.part(CommsStore.of)

@@ -1,0 +1,61 @@
+"""The incident capability: everything it adds to the app, in one place."""
+
+from __future__ import annotations
+
+from bot.core.grammar import Spec
+from bot.core.registry import Registry
+from bot.incidents import handlers, handoffs
+from bot.incidents.commands import Accept, Assess, Declare, Handoff, Help, Mitigated, Resolved, Role, Sev, Status
+
+
+def register(reg: Registry) -> None:
+    reg.command_anywhere(
+        Declare,
+        handlers.declare,
+        spec=Spec(
+            "/incident declare <title> [--sev N] [--cell C]… [--product P] [--region R]",
+            rest="title",
+            flags={"sev": "one", "cell": "many", "product": "one", "region": "one"},
+        ),
+        summary="open an incident with its own channel; you become IC",
+    )
+    reg.command(
+        Sev,
+        handlers.sev,
+        spec=Spec("/incident sev <1-4> <reason>", positional=("sev",), rest="reason"),
+        summary="raise severity (never lowers while open)",
+    )
+    reg.command(
+        Assess,
+        handlers.assess,
+        spec=Spec(
+            "/incident assess [--users-burn X] [--gpus N] [--quality] [--security]",
+            flags={"users-burn": "one", "gpus": "one", "quality": "bool", "security": "bool"},
+        ),
+        summary="SEV from the four-axis matrix; raises, never lowers",
+    )
+    reg.command(Status, handlers.status, spec=Spec("/incident status"), summary="SEV, roles, levers, next update")
+    reg.command(
+        Mitigated, handlers.mitigated, spec=Spec("/incident mitigated"), summary="impact stopped; reminders stop"
+    )
+    reg.command(Resolved, handlers.resolved, spec=Spec("/incident resolved"), summary="close the incident")
+    reg.command_anywhere(
+        Help, handlers.help_, spec=Spec("/incident help [command]", positional=(), rest="topic"), summary="this list"
+    )
+    reg.command(
+        Role,
+        handoffs.role,
+        spec=Spec("/incident role <role> <@user>", positional=("role", "user")),
+        summary="assign a role (ic ops comms scribe model capacity security)",
+    )
+    reg.command(
+        Handoff,
+        handoffs.handoff,
+        spec=Spec(
+            '/incident handoff <role> <@user> [--threads "a; b"]',
+            positional=("role", "user"),
+            flags={"threads": "many"},
+        ),
+        summary="hand a role over; effective when they press Accept",
+    )
+    reg.command(Accept, handoffs.accept, summary="accept a handoff (button)")

@@ -1,0 +1,189 @@
+"""Role assignment and explicit handoffs (effective only on the receiver's Accept)."""
+
+from __future__ import annotations
+
+from bot.chat import ChatError
+from bot.core.request import Outcome, Refusal, Request
+from bot.core.services import Services
+from bot.incidents import views
+from bot.incidents.commands import Accept, Handoff, Role
+from bot.incidents.models import HandoffRecord, Incident
+from bot.incidents.posts import announce, joined, refresh_card
+from bot.incidents.store import HandoffAccepted, repo
+from bot.policy.roles import ROLE_TITLES
+
+
+async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome:
+    if cmd.role == "ic":
+        raise Refusal("The IC changes by explicit handoff: `/incident handoff ic @user`.")
+    changed = await repo(svc).set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
+    seat = ROLE_TITLES[cmd.role]
+    if not changed:
+        return Outcome(message=f"<@{cmd.user}> is already {seat} in {inc.id}.")
+    # Not being able to invite does not undo the role: the reply says so, the announce says who holds it.
+    invite_error = await _invite(svc, inc, cmd.user)
+    prev = inc.holder(cmd.role)
+    warn = await announce(
+        svc, inc.id, f":busts_in_silhouette: <@{cmd.user}> is now {ROLE_TITLES[cmd.role]} (set by <@{req.actor}>)."
+    )
+    warn2 = await refresh_card(svc, inc.id)
+    audit = {"role": cmd.role, "user": cmd.user, "previous": prev}
+    if invite_error:
+        audit["invite_failed"] = invite_error
+    replacing = f" (replacing <@{prev}>)" if prev and prev != cmd.user else ""
+    return Outcome(
+        message=joined(
+            f"<@{cmd.user}> is now {seat} in {inc.id}{replacing}.", _invite_warning(cmd.user, invite_error), warn, warn2
+        ),
+        audit=audit,
+    )
+
+
+async def _invite(svc: Services, inc: Incident, user: str) -> str | None:
+    """Invite ``user`` to the incident channel; the Slack error when that failed."""
+    if not inc.channel_id:
+        return None
+    try:
+        await svc.chat.invite(inc.channel_id, [user])
+    except ChatError as f:
+        return f.error
+    return None
+
+
+def _invite_warning(user: str, error: str | None) -> str | None:
+    return f"(could not invite <@{user}> to the channel: {error}; ask them to join)" if error else None
+
+
+async def _show_accepted(svc: Services, inc: Incident, h: HandoffRecord, accepted_at: float) -> str | None:
+    """Replace the handoff message's Accept button with who accepted; a warning when Slack refused."""
+    if not inc.channel_id or not h.message_ts:
+        return None
+    try:
+        await svc.chat.update(
+            inc.channel_id,
+            h.message_ts,
+            views.handoff_text(h, inc, h.requested_at),
+            views.handoff_done_card(h, inc, accepted_at),
+        )
+    except ChatError as f:
+        # The role changed either way; the old message keeps its button until someone presses it.
+        return f"(the handoff message could not be marked accepted: {f.error})"
+    return None
+
+
+async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> Outcome:
+    store = repo(svc)
+    if inc.holder(cmd.role) == cmd.user:
+        raise Refusal(f"<@{cmd.user}> is already {ROLE_TITLES[cmd.role]} in {inc.id}.")
+    dup = await store.pending_handoff(inc.id, cmd.role, cmd.user)
+    if dup is not None:
+        raise Refusal(
+            f"{dup.id} is already waiting for <@{cmd.user}> to accept {ROLE_TITLES[cmd.role]}; "
+            "they press Accept on it.",
+            handoff=dup.id,
+        )
+    if not inc.channel_id:
+        raise Refusal(f"{inc.id} has no channel to post the handoff in.")
+    now = svc.clock.now()
+    h = await store.create_handoff(
+        HandoffRecord(
+            id="HO-0",
+            incident=inc.id,
+            role=cmd.role,
+            from_user=inc.holder(cmd.role),
+            to_user=cmd.user,
+            requested_by=req.actor,
+            requested_at=now,
+            threads=cmd.threads,
+        )
+    )
+    invite_error = await _invite(svc, inc, cmd.user)
+    invited = (
+        f"(could not invite <@{cmd.user}> to the channel: {invite_error}; ask them to join to press Accept)"
+        if invite_error
+        else None
+    )
+    try:
+        ts = await svc.chat.post(inc.channel_id, views.handoff_text(h, inc, now), views.handoff_card(h, inc, now))
+    except ChatError as f:
+        # Never shown, so never acceptable: closed now rather than left pending (nudges, stray Accepts).
+        await store.fail_handoff(inc.id, h.id)
+        holder = f"<@{h.from_user}>" if h.from_user else "nobody"
+        return Outcome(
+            result="error",
+            message=f"Handoff {h.id} could not be posted in the channel ({f.error}); "
+            f"{cmd.role} stays with {holder}. Try the handoff again.",
+            audit={"handoff": h.id, "handoff_status": "failed", "slack_error": f.error},
+        )
+    status = await store.set_handoff_message(inc.id, h.id, ts)
+    if status == "accepted":
+        # Accepted while its message was being posted (the Accept found no message to edit yet).
+        done = await store.get_handoff(inc.id, h.id)
+        if done is not None:
+            done_warn = await _show_accepted(svc, inc, done, done.accepted_at or now)
+            return Outcome(
+                message=joined(
+                    f"Handoff {h.id} posted and already accepted: <@{cmd.user}> is now {ROLE_TITLES[cmd.role]}.",
+                    invited,
+                    done_warn,
+                ),
+                audit={
+                    "handoff": h.id,
+                    "role": cmd.role,
+                    "from": h.from_user,
+                    "to": cmd.user,
+                    "threads": cmd.threads,
+                    "handoff_status": status,
+                },
+            )
+    return Outcome(
+        message=joined(
+            f"Handoff {h.id} posted: {ROLE_TITLES[cmd.role]} to <@{cmd.user}>. It takes effect when they press Accept.",
+            invited,
+        ),
+        audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user, "threads": cmd.threads},
+    )
+
+
+_CLOSED = {
+    "accepted": "was already accepted",
+    "superseded": "is out of date: the role changed hands",
+    "failed": "was never posted; ask for a new handoff",
+}
+
+
+async def accept(svc: Services, req: Request, cmd: Accept, inc: Incident) -> Outcome:
+    store = repo(svc)
+    now = svc.clock.now()
+    change = await store.accept_handoff(inc.id, cmd.handoff, req.actor, now)
+    h = await store.get_handoff(inc.id, cmd.handoff)
+    if change.code is HandoffAccepted.MISSING or h is None:
+        raise Refusal(f"Handoff {cmd.handoff} does not exist in {inc.id}.")
+    if change.code is HandoffAccepted.NOT_RECEIVER:
+        raise Refusal(f"Only <@{h.to_user}> can accept this handoff.", handoff=h.id)
+    if change.code is HandoffAccepted.NOT_PENDING:
+        why = _CLOSED.get(change.detail, f"is {change.detail}")
+        raise Refusal(f"Handoff {h.id} {why}.", handoff=h.id)
+    if change.code is HandoffAccepted.SUPERSEDED:
+        now_holder = f"<@{change.detail}> holds it now" if change.detail else "nobody holds it now"
+        raise Refusal(
+            f"Handoff {h.id} is out of date: {ROLE_TITLES[h.role]} changed hands after it was posted "
+            f"({now_holder}). Nothing changed; ask them for a new handoff.",
+            handoff=h.id,
+            superseded=True,
+            holder=change.detail or None,
+        )
+    if change.code is HandoffAccepted.RESOLVED:
+        raise Refusal(f"{inc.id} is resolved; handoffs no longer apply.", handoff=h.id)
+    shown = await _show_accepted(svc, inc, h, now)
+    warn = await announce(
+        svc,
+        inc.id,
+        f":handshake: <@{h.to_user}> accepted {ROLE_TITLES[h.role]} from "
+        + (f"<@{h.from_user}>." if h.from_user else "nobody (the seat was empty)."),
+    )
+    warn2 = await refresh_card(svc, inc.id)
+    return Outcome(
+        message=joined(f"You are now {ROLE_TITLES[h.role]} in {inc.id}.", shown, warn, warn2),
+        audit={"handoff": h.id, "role": h.role, "from": h.from_user, "to": h.to_user},
+    )

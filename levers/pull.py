@@ -1,0 +1,144 @@
+"""`/incident lever …`: plan, check, store, then run or ask for approval.
+
+Order matters: grammar and roles (the route rule, whose answer the handler
+reuses: authz.allowed_grant) first, then cell and approval needs, then one
+read of the object, the plan and the policy checks. Only then is a REQ
+stored; a dry-run stops there with the exact calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.core.request import IncidentView, Outcome, Refusal, Request
+from bot.core.services import Services
+from levers import authz, hooks, messages
+from levers.base import Ctx, LeverRefusal, Target, params_of
+from levers.catalogue import LEVERS
+from levers.commands import PullLever
+from levers.executor import execute_approved
+from levers.kube import KubeError, UnknownCell, kube_for
+from levers.requests import LeverRequest
+from levers.scope import approval_reasons, resolve, scope_name
+from levers.store import lever_store
+
+
+def ack(cmd: PullLever) -> str:
+    """The immediate answer while the plan is made (reading the object can take seconds)."""
+    where = f" in {cmd.cell}" if cmd.cell else ""
+    mode = "Dry run: planning" if cmd.dry_run else "Planning"
+    return f"{mode} {cmd.lever} on {cmd.target}{where}…"
+
+
+async def _read(ctx: Ctx, path: str, kind: str) -> dict[str, Any]:
+    try:
+        return await ctx.kube.get(path)
+    except KubeError as e:
+        if e.code == 404:
+            raise Refusal(
+                f"{kind} {ctx.target} not found in {ctx.context}; nothing changed. "
+                "Check the name (and namespace) with kubectl get."
+            ) from None
+        raise Refusal(f"Could not read {kind} {ctx.target} in {ctx.context}: {e}; nothing changed.") from None
+
+
+async def pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView) -> Outcome:
+    cell = scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc)
+    grant = authz.allowed_grant(req)
+    try:
+        return await _pull(svc, req, cmd, inc, grant)
+    except Refusal as e:
+        # A pull authorized by a grant is reported whatever came of it, refusals included.
+        await hooks.grant_used(svc, _attempt(req, cmd, inc, cell, e), grant, f"refused: {e.message}")
+        raise
+
+
+def _attempt(req: Request, cmd: PullLever, inc: IncidentView, cell: str, e: Refusal) -> LeverRequest:
+    """What a refused pull was, for the grant report (it may have been refused before a REQ was stored)."""
+    return LeverRequest(
+        id=e.audit.get("request") or "(no REQ)",
+        incident=inc.id,
+        lever=cmd.lever,
+        target=cmd.target,
+        cell=cell,
+        context="",
+        requester=req.actor,
+        state="refused",
+        created_at=0,
+    )
+
+
+async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, grant: str | None) -> Outcome:
+    lever = LEVERS[cmd.lever]
+    store = lever_store(svc)
+    try:
+        params = params_of(lever, cmd.params)
+        target = Target.parse(cmd.target, lever.kind.namespaced, lever.kind.kind)
+        lever.accepts(svc.policy.levers, target, params)
+        scope = resolve(svc.policy.levers, lever, cmd.cell, inc)
+        needs = approval_reasons(svc.policy.levers, lever, scope, target)
+        client = await kube_for(svc).client(scope.context)
+    except LeverRefusal as e:
+        raise Refusal(f"{messages.NOT_PULLED}{e}") from None
+    except UnknownCell as e:
+        raise Refusal(messages.no_context(scope.label, e.context, scope.fleet, e.known)) from None
+    ctx = Ctx(
+        svc=svc,
+        kube=client,
+        req_id=await store.next_id(),
+        incident=inc.id,
+        cell=scope.cell,
+        context=scope.context,
+        target=target,
+        params=params,
+        requester=req.actor,
+        budget_override=cmd.override == "budget",
+    )
+    obj = await _read(ctx, lever.path(ctx), lever.kind.kind)
+    try:
+        plan = await lever.plan(ctx, obj)
+        await lever.check(ctx, plan, obj)
+    except LeverRefusal as e:
+        raise Refusal(
+            f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) not pulled, nothing changed: {e}", request=ctx.req_id
+        ) from None
+    except KubeError as e:
+        raise Refusal(f"{ctx.req_id} {cmd.lever}: could not plan: {e}; nothing changed.", request=ctx.req_id) from None
+    if ctx.breaches:
+        needs = [*needs, "budget override: " + " ".join(ctx.breaches)]
+    elif cmd.override:
+        plan.notes.append("override=budget was not needed: this is within the budgets")
+    state = "planned" if cmd.dry_run else "pending_approval" if needs else "approved"
+    rec = LeverRequest(
+        id=ctx.req_id,
+        incident=inc.id,
+        lever=cmd.lever,
+        target=str(target),
+        cell=scope.cell,
+        context=scope.context,
+        params=cmd.params,
+        requester=req.actor,
+        state=state,
+        dry_run=cmd.dry_run,
+        plan=plan.to_record(),
+        pre_state=plan.pre_state,
+        digest=plan.digest(),
+        needs_approval=needs,
+        grant_id=grant,
+        notes=plan.notes,
+        budget_override=bool(ctx.breaches),
+        created_at=svc.clock.now(),
+        approved_by=None if needs or cmd.dry_run else "policy",
+    )
+    await store.create(rec)
+    audit = {**messages.audit_plan(rec), "state": state, "notes": plan.notes, "grant": grant}
+    if cmd.dry_run:
+        await hooks.grant_used(svc, rec, grant, "dry run only; nothing changed")
+        return Outcome(message=messages.dry_run(rec), audit=audit)
+    if needs:
+        for ask in svc.registry.hooked(hooks.APPROVAL_REQUESTED):
+            await ask(svc, inc, rec)
+        await hooks.grant_used(svc, rec, grant, f"pending approval ({'; '.join(needs)}); nothing changed yet")
+        return Outcome(message=messages.needs_approval(rec), audit=audit)
+    res = await execute_approved(svc, rec.id, "policy")
+    return Outcome(result="ok" if res.ok else "error", message=res.message, audit={**audit, "state": res.state})
