@@ -22,6 +22,7 @@ from bot.chat import Chat
 from bot.clock import Clock, SystemClock
 from bot.comms import capability as comms
 from bot.config import Settings
+from bot.core import intents
 from bot.core.registry import Registry
 from bot.core.services import Services
 from bot.incidents import capability as incidents
@@ -41,6 +42,7 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
     comms.register,  # update, reminders and escalation, snooze, the update form, handoff nudges, secret flags
     levers.register,  # levers lever undo, lever settling, the open-levers status line
     approvals.register,  # breakglass, approve/deny, approval timers, grants for levers
+    intents.register,  # the core's repair of requests interrupted between intent and audit entry
 )
 
 

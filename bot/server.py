@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 
 from bot.core.services import Services
 from bot.metrics import REGISTRY
-from bot.slack.inbound import to_bolt_request
+from bot.slack import inbound
 from bot.store import ping
 
 
@@ -25,10 +24,6 @@ async def start_local(
 
 
 def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
-    async def slack_events(request: web.Request) -> web.Response:
-        bolt_resp = await bolt.async_dispatch(await to_bolt_request(request))
-        return await to_aiohttp_response(bolt_resp)
-
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
@@ -39,8 +34,9 @@ def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
-    app.router.add_post("/slack/events", slack_events)
+    # Slack's largest bodies (a submitted form) are a few tens of KB; larger ones get a 413.
+    app = web.Application(client_max_size=1024**2)
+    app.router.add_post("/slack/events", inbound.handler(svc, bolt))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

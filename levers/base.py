@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bot.chat import quote
 from bot.core.services import Services
 from bot.policy.levers import LeversPolicy
 from levers.kube import CellClient
@@ -65,7 +66,9 @@ class Target:
             raise LeverRefusal(f"A {kind} is cluster-scoped: give just its name, without a namespace.")
         for part in ([ns] if sep else []) + [name]:
             if not _NAME.match(part):
-                raise LeverRefusal(f"`{part[:60]}` is not a Kubernetes name (lowercase letters, digits, - and .).")
+                raise LeverRefusal(
+                    f"`{quote(part[:60])}` is not a Kubernetes name (lowercase letters, digits, - and .)."
+                )
         return cls(ns or None, name)
 
     def __str__(self) -> str:
@@ -175,4 +178,4 @@ def params_of(lever: Lever, raw: dict[str, Any]) -> BaseModel:
         elif err["type"] == "missing":
             msg = "required"
         usage = f" Usage: `/incident lever {lever.name} <target> [--cell C] {lever.usage}`".rstrip()
-        raise LeverRefusal(f"`{where}`: {msg}.{usage}") from None
+        raise LeverRefusal(f"`{quote(where)}`: {msg}.{usage}") from None

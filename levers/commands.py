@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from bot.chat import quote
 from bot.core.request import Command
 from bot.ids import CELL_NAME
 from bot.policy.levers import CATALOGUE
@@ -31,7 +32,7 @@ class PullLever(Command):
             params = dict(data["params"])
             value = params.pop("override")
             if value != "budget":
-                raise ValueError(f"override= takes `budget` (got `{value[:20]}`)")
+                raise ValueError(f"override= takes `budget` (got `{quote(value[:20])}`)")
             data = {**data, "params": params, "override": value}
         return data
 
@@ -40,14 +41,16 @@ class PullLever(Command):
     def _known(cls, v: str) -> str:
         v = v.lower()
         if v not in CATALOGUE:
-            raise ValueError(f"`{v[:40]}` is not a lever; levers: {', '.join(CATALOGUE)} (see `/incident levers`)")
+            raise ValueError(
+                f"`{quote(v[:40])}` is not a lever; levers: {', '.join(CATALOGUE)} (see `/incident levers`)"
+            )
         return v
 
     @field_validator("cell")
     @classmethod
     def _cell(cls, v: str | None) -> str | None:
         if v is not None and not CELL_NAME.match(v):
-            raise ValueError(f"`{v[:30]}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
+            raise ValueError(f"`{quote(v[:30])}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
         return v
 
 
@@ -63,7 +66,7 @@ class Undo(Command):
     @classmethod
     def _req(cls, v: str) -> str:
         if not _REQ.match(v.strip()):
-            raise ValueError(f"`{v[:30]}` is not a request id: use the REQ-<n> from the lever's reply")
+            raise ValueError(f"`{quote(v[:30])}` is not a request id: use the REQ-<n> from the lever's reply")
         return v.strip().upper()
 
 

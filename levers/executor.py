@@ -3,7 +3,9 @@
 The compare-and-set approved -> executing is the only way in, so double
 clicks, retries and replicas can't run a request twice. The lever is
 re-planned against the live object; if that plan differs from the one that
-was approved, nothing is applied and the request goes stale.
+was approved, nothing is applied and the request goes stale. The timer that
+settles the request if this process dies in flight is armed before the claim
+(levers/inflight.py); losing the store after the write leaves it to that timer.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from bot import logs
+from bot.clock import hhmm
+from bot.core.posts import announce
 from bot.core.services import Services
-from levers import authz, hooks, messages
+from levers import authz, hooks, inflight, messages
 from levers.apply import Changed, NotApplied, apply_plan
-from levers.base import LeverRefusal
+from levers.base import Ctx, Lever, LeverRefusal
 from levers.catalogue import LEVERS
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
-from levers.posts import announce
+from levers.plan import Plan
 from levers.requests import LeverRequest
 from levers.store import lever_store
 
@@ -38,36 +44,46 @@ async def execute_approved(svc: Services, req_id: str, approver: str) -> ExecRes
     rec = await store.get(req_id)
     if rec is None:
         return ExecResult(f"{req_id} does not exist.", False, "missing")
-    if not await store.transition(req_id, {"approved"}, "executing", started_at=svc.clock.now()):
+    started = svc.clock.now()
+    # Armed before the claim, so a process that dies (or loses its store) once it is executing
+    # always leaves the timer that settles the request in a live replica (levers/inflight.py).
+    await inflight.arm(svc, req_id, rec.incident, started)
+    if not await store.transition(req_id, {"approved"}, "executing", started_at=started):
         now = await store.get(req_id)
         state = now.state if now else "missing"
         return ExecResult(f"{rec.label} is already {state}; nothing more was done.", False, state)
-    return await _run(svc, rec.model_copy(update={"state": "executing"}), approver)
+    return await _run(svc, rec.model_copy(update={"state": "executing", "started_at": started}), approver)
 
 
 async def _finish(svc: Services, rec: LeverRequest, state: str, message: str, ok: bool, **result: Any) -> ExecResult:
     await lever_store(svc).transition(
         rec.id, {"executing"}, state, finished_at=svc.clock.now(), result={"ok": ok, "message": message, **result}
     )
-    await svc.audit.append(
-        f"lever.{state}",
-        actor=rec.requester,
-        incident=rec.incident,
-        detail={
-            "request": rec.id,
-            "lever": rec.lever,
-            "target": rec.target,
-            "cell": rec.cell,
-            "approved_by": rec.approved_by,
-            "message": message,
-            **result,
-        },
-    )
-    warn = await announce(svc, rec.incident, message)
-    if warn:
-        log.warning("lever_outcome_not_posted", request=rec.id)
-    # Every pull under a grant is reported, including the ones that failed or went stale.
-    await hooks.grant_used(svc, rec, rec.grant_id)
+    try:
+        await inflight.disarm(svc, rec.id)
+        await svc.audit.append(
+            f"lever.{state}",
+            actor=rec.requester,
+            incident=rec.incident,
+            detail={
+                "request": rec.id,
+                "lever": rec.lever,
+                "target": rec.target,
+                "cell": rec.cell,
+                "approved_by": rec.approved_by,
+                "message": message,
+                **result,
+            },
+        )
+        warn = await announce(svc, rec.incident, message)
+        if warn:
+            log.warning("lever_outcome_not_posted", request=rec.id)
+        # Every pull under a grant is reported, including the ones that failed or went stale.
+        await hooks.grant_used(svc, rec, rec.grant_id)
+    except RedisError:
+        # The outcome is recorded (the transition above); only its audit and post are missing.
+        log.exception("lever_outcome_not_audited", request=rec.id)
+        return ExecResult(f"{message} (Firebreak lost its store before auditing and posting this.)", ok, state)
     return ExecResult(message, ok, state)
 
 
@@ -119,6 +135,26 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         return await _finish(
             svc, rec, "failed", messages.failed(rec, text), False, reason=text, code=err.code if err else None
         )
+    try:
+        return await _record(svc, rec, lever, ctx, plan, resp, approver)
+    except RedisError:
+        # The write went out, but the store went away while it was being recorded. The request
+        # stays `executing`; its timer (armed before the claim) settles it from a read-back.
+        log.exception("lever_outcome_not_recorded", request=rec.id)
+        due = inflight.stuck_at(svc, rec)
+        return ExecResult(
+            f"{rec.label}: sent to the API server, but Firebreak lost its store while recording the outcome. "
+            f"Nothing will be re-applied: Firebreak settles {rec.id} from a read-back of {rec.target} at "
+            f"{hhmm(due)} UTC and posts the outcome in the incident channel.",
+            False,
+            "executing",
+        )
+
+
+async def _record(
+    svc: Services, rec: LeverRequest, lever: Lever, ctx: Ctx, plan: Plan, resp: dict[str, Any], approver: str
+) -> ExecResult:
+    """After the write: bookkeeping, the audit, the read-back verify and the outcome."""
     await lever.applied(ctx, plan)
     await svc.audit.append(
         "lever.apply",

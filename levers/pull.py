@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.chat import quote
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from levers import authz, hooks, messages
@@ -27,7 +28,7 @@ def ack(cmd: PullLever) -> str:
     """The immediate answer while the plan is made (reading the object can take seconds)."""
     where = f" in {cmd.cell}" if cmd.cell else ""
     mode = "Dry run: planning" if cmd.dry_run else "Planning"
-    return f"{mode} {cmd.lever} on {cmd.target}{where}…"
+    return f"{mode} {cmd.lever} on {quote(cmd.target)}{where}…"
 
 
 async def _read(ctx: Ctx, path: str, kind: str) -> dict[str, Any]:

@@ -1,12 +1,21 @@
-"""Settling what a dead process left `executing` or `undoing`, at the next start.
+"""Settling what a dead process (or one that lost its store) left `executing` or `undoing`.
+
+The running app settles it: entering flight arms a timer (levers/inflight.py) that fires
+`stuck_after_seconds` later in whichever replica is alive; the sweep at start covers what was
+in flight before that timer existed. A request younger than that may belong to a live
+replica: it gets (or keeps) its timer instead.
 
 Nothing is re-applied: the object is read back. Executing: every planned
 change present -> `done` (verified by that read); none -> `failed`, nothing
 changed; part of a multi-call plan -> the part that landed is put back, then
 `failed`. Undoing: pre-state present -> `undone`; else back to `done` (still
 applied). The settling itself is a compare-and-set from the in-flight state,
-so two starting replicas settle a request once. A request younger than policy
-`stuck_after_seconds` may belong to a live replica: it gets a timer instead.
+so two replicas settle a request once.
+
+Superseded: when the object holds a LATER request's plan now (its provenance annotation names
+that request, on the same object, done or in flight, and every field it set is there), the later
+request owns the object. Nothing is put back over it; the stuck request's outcome is read from
+what the later request found when it planned (its pre-state), and the settle says "superseded".
 
 Each settle is the system command `lever_settle`, run through the one
 dispatcher like every timer: one `command.lever_settle` entry (source `system`
@@ -21,30 +30,27 @@ from typing import Any
 from bot import logs
 from bot.clock import hhmm
 from bot.core import dispatch
+from bot.core.posts import announce
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request, Source
 from bot.core.services import Services
 from bot.scheduler import Job
-from levers import hooks, messages
+from levers import hooks, inflight, messages
 from levers.base import Ctx, Lever
 from levers.catalogue import LEVERS
 from levers.commands import LeverSettle
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
-from levers.plan import JSON_PATCH, Plan, read, restore_ops
-from levers.posts import announce
+from levers.plan import JSON_PATCH, REQUEST_ANNOTATION, Plan, ptr, read, restore_ops
 from levers.requests import IN_FLIGHT, LeverRequest
 from levers.store import lever_store
 from levers.undo import not_restored
 
 log = logs.get(__name__)
-JOB = "lever.reconcile"
-AFTER_RESTART = "found after a restart; not re-applied"
-
-
-def _stuck_at(svc: Services, rec: LeverRequest) -> float:
-    """When an in-flight request counts as abandoned (before that, a live replica may own it)."""
-    since = (rec.started_at if rec.state == "executing" else rec.undone_at) or rec.created_at
-    return since + svc.policy.levers.stuck_after_seconds
+JOB = inflight.JOB
+NOT_REAPPLIED = "found stuck in flight; read back, not re-applied"
+_stuck_at = inflight.stuck_at
+# A request that owns the object now may be finished or still in flight; any other state let go of it.
+_HOLDS_OBJECT = ("done", "executing", "undoing")
 
 
 async def _later(svc: Services, rec: LeverRequest, due: float) -> None:
@@ -122,6 +128,46 @@ async def settle(svc: Services, req: Request, cmd: LeverSettle, inc: IncidentVie
     )
 
 
+def _number(req_id: str) -> int:
+    _, _, n = req_id.partition("-")
+    return int(n) if n.isdigit() else 0
+
+
+async def superseded_by(svc: Services, rec: LeverRequest, obj: dict[str, Any]) -> LeverRequest | None:
+    """The later request whose plan ``obj`` holds now, or None.
+
+    Every lever writes its request id into the object's provenance annotation, so the object
+    names the request whose change it carries. That request supersedes ``rec`` when it is a
+    later one (REQ ids are handed out in order), acts on the same object, still owns it (done
+    or in flight) and every field it set is there.
+    """
+    named = read(obj, ptr("metadata", "annotations", REQUEST_ANNOTATION))
+    if not isinstance(named, str) or _number(named) <= _number(rec.id):
+        return None
+    later = await lever_store(svc).get(named)
+    if later is None or later.state not in _HOLDS_OBJECT or later.lever not in LEVERS:
+        return None
+    same = (later.context, later.target, LEVERS[later.lever].kind) == (rec.context, rec.target, LEVERS[rec.lever].kind)
+    changes = later.plan.get("changes") or {}
+    if not same or any(read(obj, p) != v for p, v in changes.items() if not p.startswith("/status/")):
+        return None
+    return later
+
+
+def _found_by(later: LeverRequest, values: dict[str, Any], rec: LeverRequest) -> bool:
+    """Did ``later`` find ``values`` (pointer -> value) when it planned? Only the fields both set count,
+    and those always include the provenance annotation."""
+    shared = [p for p in rec.plan.get("changes") or {} if p in later.pre_state and not p.startswith("/status/")]
+    return bool(shared) and all(later.pre_state[p] == values.get(p) for p in shared)
+
+
+def _superseded(rec: LeverRequest, later: LeverRequest) -> str:
+    return (
+        f"superseded by {later.id} ({later.lever}, {later.state}), which has changed {rec.target} since: "
+        "nothing was put back"
+    )
+
+
 # Each returns (state, message), or None when another process settled it first. The lever.* entry is the
 # same event the executor / undo write in the normal path, tied to this settle's request id.
 async def _executing(
@@ -130,15 +176,26 @@ async def _executing(
     plan = Plan.from_record(rec.plan, rec.pre_state)
     present = {p: v for p, v in plan.changes.items() if read(obj, p) == v}
     rv = (obj.get("metadata") or {}).get("resourceVersion")
-    state = "done" if len(present) == len(plan.changes) else "failed"
+    later = await superseded_by(svc, rec, obj)
+    if later is not None:
+        # The object is the later request's: what it found when it planned says whether ours had landed.
+        state = "done" if _found_by(later, plan.changes, rec) else "failed"
+    else:
+        state = "done" if len(present) == len(plan.changes) else "failed"
     store = lever_store(svc)
     if not await store.transition(rec.id, {"executing"}, state, finished_at=svc.clock.now()):
         return None  # another process settled it
     if state == "done":
         await lever.applied(ctx, plan)
-        message = messages.done(rec, True, f"{plan.effect}; {AFTER_RESTART}", rv)
+        how = f"{plan.effect}; {NOT_REAPPLIED}" + (f"; {_superseded(rec, later)}" if later else "")
+        message = messages.done(rec, True, how, rv)
+    elif later is not None:
+        message = messages.failed(
+            rec, f"interrupted before the write landed; {_superseded(rec, later)} ({NOT_REAPPLIED})"
+        )
+        await lever.release(ctx, plan)
     else:
-        message = messages.failed(rec, f"{await _put_back(ctx, lever, rec, present, obj)} ({AFTER_RESTART})")
+        message = messages.failed(rec, f"{await _put_back(ctx, lever, rec, present, obj)} ({NOT_REAPPLIED})")
         await lever.release(ctx, plan)
     result = {
         "ok": state == "done",
@@ -147,6 +204,8 @@ async def _executing(
         "resource_version": rv,
         "reconciled": True,
     }
+    if later is not None:
+        result["superseded_by"] = later.id
     await store.transition(rec.id, {state}, state, result=result)
     await svc.audit.append(
         f"lever.{state}",
@@ -180,20 +239,32 @@ async def _undoing(
 ) -> tuple[str, str] | None:
     store = lever_store(svc)
     rv = (obj.get("metadata") or {}).get("resourceVersion")
-    if not_restored(rec, obj):
+    later = await superseded_by(svc, rec, obj)
+    # Superseded: the later request found our pre-state when it planned, or it did not.
+    restored = _found_by(later, rec.pre_state, rec) if later is not None else not not_restored(rec, obj)
+    if not restored:
         if not await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None):
             return None
-        message = (
-            f"{rec.label}: the undo by <@{rec.undone_by}> was interrupted before the restore landed; "
-            f"nothing changed, {rec.id} is still applied. Run `/incident undo {rec.id}` again if needed."
-        )
+        if later is None:
+            message = (
+                f"{rec.label}: the undo by <@{rec.undone_by}> was interrupted before the restore landed; "
+                f"nothing changed, {rec.id} is still applied. Run `/incident undo {rec.id}` again if needed."
+            )
+        else:
+            message = (
+                f"{rec.label}: the undo by <@{rec.undone_by}> was interrupted before the restore landed, and "
+                f"{rec.id} is {_superseded(rec, later)}. {rec.id} stays applied beneath {later.id}."
+            )
         action, state = "lever.undo_failed", "done"
     else:
         undo = {"resource_version": rv, "verified": True, "reconciled": True}
+        if later is not None:
+            undo["superseded_by"] = later.id
         if not await store.transition(rec.id, {"undoing"}, "undone", result={**rec.result, "undo": undo}):
             return None
         await lever.undone(ctx)
-        message = f"{rec.label}: undone by <@{rec.undone_by}> (restore verified by read-back after a restart, rv {rv})."
+        how = f"{_superseded(rec, later)}" if later else "restore verified by a read-back"
+        message = f"{rec.label}: undone by <@{rec.undone_by}> ({how}, rv {rv})."
         action, state = "lever.undo", "undone"
     await svc.audit.append(
         action,
@@ -209,6 +280,7 @@ async def _undoing(
             "resource_version": rv,
             "reconciled": True,
             "message": message,
+            **({"superseded_by": later.id} if later else {}),
         },
     )
     await _tell(svc, rec, message)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from redis.typing import EncodableT
 
 from bot.core.services import Services
-from bot.store import Keys, Redis
+from bot.store import Keys, Redis, script, write
 from levers import lua
 from levers.requests import IN_FLIGHT, STATES, LeverRequest
 
@@ -92,9 +92,9 @@ def _route(incident: str) -> str:
 class LeverStore:
     def __init__(self, redis: Redis) -> None:
         self.r = redis
-        self._transition = redis.register_script(lua.TRANSITION)
-        self._reserve = redis.register_script(lua.RESERVE)
-        self._floor = redis.register_script(lua.FLOOR)
+        self._transition = script(redis, lua.TRANSITION)
+        self._reserve = script(redis, lua.RESERVE)
+        self._floor = script(redis, lua.FLOOR)
 
     @classmethod
     def of(cls, svc: Services) -> LeverStore:
@@ -103,13 +103,14 @@ class LeverStore:
     # Requests ---------------------------------------------------------------------------------
 
     async def next_id(self) -> str:
-        return f"REQ-{await self.r.incr(Keys.REQUEST_SEQ)}"
+        (n,) = await write(self.r, ("INCR", Keys.REQUEST_SEQ))  # deadlined: bot/store.py write()
+        return f"REQ-{n}"
 
     async def create(self, rec: LeverRequest) -> None:
-        async with self.r.pipeline(transaction=True) as p:
-            p.hset(_request(rec.id), mapping=_encode(rec.model_dump()))
-            p.zadd(_by_incident(rec.incident), {rec.id: rec.created_at})
-            await p.execute()
+        fields = [x for kv in _encode(rec.model_dump()).items() for x in kv]
+        await write(
+            self.r, ("HSET", _request(rec.id), *fields), ("ZADD", _by_incident(rec.incident), rec.created_at, rec.id)
+        )
 
     async def get(self, req_id: str) -> LeverRequest | None:
         raw = await self.r.hgetall(_request(req_id))
@@ -182,7 +183,7 @@ class LeverStore:
         return FloorMoved(int(await self._floor(keys=_floor(cell), args=[node, req_id, how, now])))
 
     async def release_rate(self, cell: str, req_id: str) -> None:
-        await self.r.zrem(_rate(cell), req_id)
+        await write(self.r, ("ZREM", _rate(cell), req_id))
 
     # Route-weight steps -----------------------------------------------------------------------
 
@@ -197,8 +198,11 @@ class LeverStore:
 
     async def route_stepped(self, incident: str, field: str, baseline: int, now: float) -> None:
         """A step landed: keep the first baseline, remember when."""
-        await self.r.hsetnx(_route(incident), f"{field}:baseline", baseline)
-        await self.r.hset(_route(incident), f"{field}:last", now)
+        await write(
+            self.r,
+            ("HSETNX", _route(incident), f"{field}:baseline", baseline),
+            ("HSET", _route(incident), f"{field}:last", now),
+        )
 
 
 def lever_store(svc: Services) -> LeverStore:

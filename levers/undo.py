@@ -3,18 +3,25 @@
 No approval: restoring is the safe direction. The claim done -> undoing is a
 compare-and-set (so two undos can't both run); if the API refuses, the claim
 is handed back (undoing -> done) and nothing changed; after the restore is
-read back, undoing -> undone. A process dying in between leaves `undoing`,
-which levers/reconcile.py settles at the next start. The patch tests that every
-field still holds what the lever set, so a later edit is never overwritten.
+read back, undoing -> undone. A process dying in between (or losing its store
+after the restore) leaves `undoing`, which levers/reconcile.py settles from a
+read-back when the timer armed before the claim fires (levers/inflight.py). The
+patch tests that every field still holds what the lever set, so a later edit is
+never overwritten.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import RedisError
+
+from bot import logs
+from bot.clock import hhmm
+from bot.core.posts import announce
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from levers import authz, hooks
+from levers import authz, hooks, inflight
 from levers.base import LeverRefusal
 from levers.catalogue import LEVERS
 from levers.commands import Undo
@@ -22,9 +29,10 @@ from levers.context import for_record
 from levers.executor import ExecResult
 from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, canonical, is_absent, read, restore_ops
-from levers.posts import announce
 from levers.requests import LeverRequest
 from levers.store import lever_store
+
+log = logs.get(__name__)
 
 
 async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Outcome:
@@ -68,6 +76,7 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
     """Put back what `rec` changed; LeverRefusal when it is not `done` (nothing to undo, or already undoing)."""
     store = lever_store(svc)
     now = svc.clock.now()
+    await inflight.arm(svc, rec.id, rec.incident, now)  # before the claim, as the executor does
     if not await store.transition(rec.id, {"done"}, "undoing", undone_by=actor, undone_at=now):
         cur = await store.get(rec.id)
         state = cur.state if cur else "missing"
@@ -83,6 +92,7 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
         resp = await ctx.kube.call("PATCH", path, JSON_PATCH, ops)
     except (KubeError, UnknownCell) as e:
         await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
+        await inflight.disarm(svc, rec.id)
         why = str(e)
         if isinstance(e, KubeError) and e.test_failed:
             why = f"{rec.target} changed since {rec.id} applied ({e}); a later lever or a person edited it"
@@ -95,12 +105,26 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
         return ExecResult(message, False, "done")
     rv = (resp.get("metadata") or {}).get("resourceVersion")
     left = not_restored(rec, resp)
-    await store.transition(
-        rec.id,
-        {"undoing"},
-        "undone",
-        result={**rec.result, "undo": {"resource_version": rv, "patch": ops, "verified": not left}},
-    )
+    try:
+        await store.transition(
+            rec.id,
+            {"undoing"},
+            "undone",
+            result={**rec.result, "undo": {"resource_version": rv, "patch": ops, "verified": not left}},
+        )
+        await inflight.disarm(svc, rec.id)
+    except RedisError:
+        # The restore went out, but the store went away before it was recorded: the request stays
+        # `undoing`, and its timer settles it from a read-back.
+        log.exception("lever_undo_not_recorded", request=rec.id)
+        due = now + svc.policy.levers.stuck_after_seconds
+        return ExecResult(
+            f"{rec.label}: the restore was sent to the API server, but Firebreak lost its store while "
+            f"recording it. Firebreak settles {rec.id} from a read-back of {rec.target} at {hhmm(due)} UTC "
+            "and posts the outcome in the incident channel.",
+            False,
+            "undoing",
+        )
     await lever.undone(ctx)
     await svc.audit.append(
         "lever.undo",

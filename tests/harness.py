@@ -6,7 +6,6 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.asyncio as aioredis
 from aiohttp import web
 
 from bot.clock import Clock, ManualClock
@@ -17,6 +16,7 @@ from bot.incidents.store import repo
 from bot.runtime import build_runtime
 from bot.server import start_local
 from bot.slack.lane import Lane
+from bot.store import connect
 from tests.fakes.slack import FakeSlack, SlackSender
 
 SECRET = "test-signing-secret"
@@ -124,7 +124,8 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
         redis_url=redis_url,
         **settings,
     )
-    rt = build_runtime(s, clock=clock or ManualClock(), redis=aioredis.from_url(redis_url, decode_responses=True))
+    # The product's own client (bot.store.connect): its timeouts and deadlines are under test too.
+    rt = build_runtime(s, clock=clock or ManualClock(), redis=connect(redis_url))
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
     return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)

@@ -16,6 +16,7 @@ from bot.approvals.commands import Breakglass, BreakglassEnd
 from bot.approvals.jobs import EXPIRE_JOB, REAP_JOB
 from bot.approvals.rules import active, details, needs_text, required_seats, seats_text, within
 from bot.approvals.store import Ballot, GrantEnded, Revoked, ballots
+from bot.chat import quote
 from bot.clock import hhmm, iso
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
@@ -76,7 +77,7 @@ async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident
     posted = await notify.to_security(
         svc,
         f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
-        f"{sc.describe()} for {cmd.minutes} min. Reason: {cmd.reason}",
+        f"{sc.describe()} for {cmd.minutes} min. Reason: {quote(cmd.reason)}",
     )
     need, fix = needs_text(seats, {s: inc.holder(s) for s in seats}, req.actor)
     first = f" Seat them first: {'; '.join(f'`{f}`' for f in fix)}." if fix else ""
@@ -132,7 +133,7 @@ async def _revoke(svc: Services, req: Request, inc: Incident, bid: str) -> Outco
     revokers = svc.policy.approvals.breakglass.revokers
     code, state = await ballots(svc).revoke(inc.id, bid, req.actor, now, revokers)
     if code is Revoked.MISSING:
-        raise Refusal(f"{bid} is not a break-glass grant of {inc.id}.", grant=bid)
+        raise Refusal(f"{quote(bid)} is not a break-glass grant of {inc.id}.", grant=bid)
     if code is Revoked.NOT_LIVE:
         raise Refusal(f"{bid} is already {state}; there is nothing to revoke.", grant=bid)
     if code is Revoked.NOT_ALLOWED:

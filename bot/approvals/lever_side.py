@@ -20,6 +20,7 @@ from bot.approvals import notify, views
 from bot.approvals.jobs import EXPIRE_JOB
 from bot.approvals.rules import active, details, grant_scope
 from bot.approvals.store import Ballot, ballots
+from bot.chat import quote
 from bot.clock import hhmm, iso
 from bot.core.request import SYSTEM_ACTOR, IncidentView
 from bot.core.services import Services
@@ -184,8 +185,9 @@ async def grant_used(
     said = outcome or f"now {state}"
     posted = await notify.to_security(
         svc,
-        f":rotating_light: {grant_id} used in {where}: <@{who}> {verb} {rec.lever} {rec.target} "
-        f"({rec.cell}), {rec.id} {said}.",
+        f":rotating_light: {grant_id} used in {where}: <@{who}> {verb} {rec.lever} {quote(rec.target)} "
+        # A refused pull's target and refusal may hold what the grantee typed: quoted (idempotent).
+        f"({rec.cell}), {rec.id} {quote(said)}.",
     )
     await svc.audit.append(
         "breakglass.used",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.chat import quote
 from bot.ids import CELL_NAME
 
 FLEET = "fleet"
@@ -56,12 +57,12 @@ def parse(text: str, catalogue: list[str]) -> Scope:
     if t.startswith("cell:"):
         cell = t[5:]
         if not CELL_NAME.match(cell):
-            raise ScopeError(f"`{cell[:40]}` is not a cell name (like `cell:us-east-3`).")
+            raise ScopeError(f"`{quote(cell[:40])}` is not a cell name (like `cell:us-east-3`).")
         return Scope(cell=cell)
     names = [n.strip() for n in t.split(",") if n.strip()]
     unknown = [n for n in names if n not in catalogue]
     if not names or unknown:
-        bad = ", ".join(f"`{n[:40]}`" for n in unknown) or "nothing"
+        bad = ", ".join(f"`{quote(n[:40])}`" for n in unknown) or "nothing"
         raise ScopeError(
             f"{bad} is not a Firebreak lever. Scope is a lever ({', '.join(sorted(catalogue))}), "
             "several joined by commas, `cell:<cell>` or `fleet`."

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from bot.approvals import lua
 from bot.core.services import Services
-from bot.store import Keys, Redis
+from bot.store import Keys, Redis, script, write
 
 Kind = Literal["lever", "breakglass"]
 # pending -> approved | denied | expired; a break-glass grant then -> ended | revoked.
@@ -142,17 +142,18 @@ def _strs(raw: Mapping[Any, Any]) -> dict[str, str]:
 class Ballots:
     def __init__(self, redis: Redis) -> None:
         self.r = redis
-        self._create = redis.register_script(lua.CREATE)
-        self._vote = redis.register_script(lua.VOTE)
-        self._expire = redis.register_script(lua.EXPIRE)
-        self._end = redis.register_script(lua.END_GRANT)
-        self._revoke = redis.register_script(lua.REVOKE)
-        self._card = redis.register_script(lua.SET_CARD)
-        self._close = redis.register_script(lua.CLOSE)
+        self._create = script(redis, lua.CREATE)
+        self._vote = script(redis, lua.VOTE)
+        self._expire = script(redis, lua.EXPIRE)
+        self._end = script(redis, lua.END_GRANT)
+        self._revoke = script(redis, lua.REVOKE)
+        self._card = script(redis, lua.SET_CARD, deadline=False)  # records a post made
+        self._close = script(redis, lua.CLOSE)
 
     async def next_grant_id(self) -> str:
         """A new break-glass id, BG-<n> (one global sequence)."""
-        return f"BG-{await self.r.incr(Keys.GRANT_SEQ)}"
+        (n,) = await write(self.r, ("INCR", Keys.GRANT_SEQ))  # deadlined: bot/store.py write()
+        return f"BG-{n}"
 
     async def create(self, b: Ballot) -> bool:
         """False: a ballot with this id exists already (nothing was written)."""

@@ -14,7 +14,7 @@ from typing import Any
 from bot.approvals.commands import Approve, Deny
 from bot.approvals.rules import seat_holders, seat_title, seats_text
 from bot.approvals.store import Ballot
-from bot.chat import Button, Buttons, Card, Confirm, Context, Fields, Header, Press, Section
+from bot.chat import Button, Buttons, Card, Confirm, Context, Fields, Header, Press, Section, quote
 from bot.chat.views import Part
 from bot.clock import hhmm
 from bot.core.request import IncidentView
@@ -61,7 +61,7 @@ def _buttons(b: Ballot) -> Buttons:
 
 def lever_text(b: Ballot) -> str:
     d = b.detail
-    return f"{b.id} needs approval: {d['lever']} {d['target']} ({d['cell']}), asked by <@{b.requester}>"
+    return f"{b.id} needs approval: {d['lever']} {quote(d['target'])} ({d['cell']}), asked by <@{b.requester}>"
 
 
 def _pre_state(pre: Any) -> str:
@@ -92,7 +92,7 @@ def _lever_body(b: Ballot) -> list[Part]:
         Header(_cut(f"{b.id}: {d['lever']} needs approval", _HEADER)),
         Fields(
             (
-                _cut(f"*What*\n{d['lever']} {d['target']}", _FIELD),
+                _cut(f"*What*\n{d['lever']} {quote(d['target'])}", _FIELD),
                 _cut(f"*Where*\n{d['cell']}", _FIELD),
                 _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
                 _cut(f"*Blast radius*\n{_blast(d)}", _FIELD),
@@ -137,7 +137,8 @@ def _grant_body(b: Ballot) -> list[Part]:
                 _cut(f"*For*\n<@{b.requester}>", _FIELD),
                 _cut(f"*Scope*\n{d['describe']}", _FIELD),
                 _cut(f"*How long*\n{d['minutes']} min from approval", _FIELD),
-                _cut(f"*Reason*\n{d['reason']}", _FIELD),
+                # The requester's own words: quoted, so a reason never pings or links.
+                _cut(f"*Reason*\n{quote(d['reason'])}", _FIELD),
             )
         ),
         Context(("Only Firebreak's own levers; every pull is posted to the security channel.",)),

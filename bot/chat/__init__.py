@@ -6,6 +6,7 @@ action ids and modal wiring exist.
 """
 
 from bot.chat.port import Chat, ChatError
+from bot.chat.text import quote, unescape, visible
 from bot.chat.views import (
     Button,
     Buttons,
@@ -36,4 +37,7 @@ __all__ = [
     "Press",
     "Section",
     "TextField",
+    "quote",
+    "unescape",
+    "visible",
 ]

@@ -26,8 +26,15 @@ class Chat(Protocol):
 
     async def invite(self, channel: str, users: Sequence[str]) -> None: ...
 
-    async def post(self, channel: str, text: str, card: Card | None = None, thread: str | None = None) -> str:
-        """Post a message (``text`` is the notification fallback); returns its ts."""
+    async def post(
+        self, channel: str, text: str, card: Card | None = None, thread: str | None = None, mark: str | None = None
+    ) -> str:
+        """Post a message (``text`` is the notification fallback); returns its ts. ``mark``: a
+        dedupe mark the message carries, so ``posted`` can find it after a crash."""
+        ...
+
+    async def posted(self, channel: str, mark: str, since: float) -> bool:
+        """Is a message carrying ``mark`` in ``channel``'s top-level history since ``since`` (epoch s)?"""
         ...
 
     async def update(self, channel: str, ts: str, text: str, card: Card | None = None) -> None: ...
@@ -41,6 +48,10 @@ class Chat(Protocol):
         ...
 
     async def pin(self, channel: str, ts: str) -> None: ...
+
+    async def archive(self, channel: str) -> None:
+        """Archive a channel (one already archived counts as done)."""
+        ...
 
     async def open_form(self, trigger: str, form: Form) -> None:
         """Open ``form`` for the person whose action carried ``trigger``."""

@@ -27,8 +27,11 @@ async def nudge(svc: Services, req: Request, cmd: HandoffNudge, inc: Incident) -
         f":hourglass: <@{outgoing}> your handoff {h.id} of {ROLE_TITLES[h.role]} to <@{h.to_user}> "
         f"is not accepted after {minutes:.0f} min; {holds}. Ping <@{h.to_user}>, or hand it to someone else."
     )
+    if await once.landed_before(inc.channel_id):  # a dead claimer's nudge landed; only its mark was missing
+        await once.done()
+        return Outcome(message="nudged", audit={"handoff": h.id, "to": outgoing, "found_posted": True})
     try:
-        await svc.chat.post(inc.channel_id, text)
+        await svc.chat.post(inc.channel_id, text, mark=once.key)
     except ChatError as f:
         await once.release()
         return Outcome(result="error", message=f"Slack refused the nudge ({f.error}); it will be retried.")

@@ -36,16 +36,21 @@ return {1, ARGV[2]}
 # steps so a crash between the mark and the post cannot lose the post: "pending:<until>" while
 # one process posts, "done" after the post landed. A pending mark past its time (the process
 # died; the scheduler redelivers after its lease) can be claimed again. Times are the app clock's.
-# KEYS: mark. ARGV: now, pending_until, keep_seconds. -> 1 claimed, 0 done or being posted.
+# KEYS: mark. ARGV: now, pending_until, keep_seconds.
+# -> {1, ''} claimed, {0, ''} done or being posted, {2, until} claimed over an expired claim that
+#    held until `until`: its claimer died mid-post, and its post may have landed (comms/system.py).
 MARK_CLAIM = """
 local v = redis.call('GET', KEYS[1])
+local expired = ''
 if v then
   local pending = string.match(v, '^pending:(.+)$')
   -- Anything that is not a pending mark ("done", or "1" from before marks had two steps) is done.
-  if not pending or tonumber(pending) > tonumber(ARGV[1]) then return 0 end
+  if not pending or tonumber(pending) > tonumber(ARGV[1]) then return {0, ''} end
+  expired = pending
 end
 redis.call('SET', KEYS[1], 'pending:' .. ARGV[2], 'EX', ARGV[3])
-return 1
+if expired ~= '' then return {2, expired} end
+return {1, ''}
 """
 
 # KEYS: mark. ARGV: pending value to release. Release only our own claim (the post failed).

@@ -31,14 +31,19 @@ def _mention(user: str | None) -> str:
     return f"<@{user}>" if user else "<!here>"
 
 
-async def _post_once(svc: Services, inc: Incident, mark: str, text: str, card: Card | None = None) -> Outcome | None:
-    """Post once per mark; on a Slack failure release the mark and ask for a retry."""
+async def _post_once(svc: Services, inc: Incident, mark: str, text: str, card: Card | None = None) -> Outcome | bool:
+    """Post once per mark; on a Slack failure release the mark and ask for a retry (the error Outcome).
+    A post that a dead claimer made before it could mark it done is found (it carries the mark), not
+    made again: True then, False when this call posted."""
     once = Once(svc, mark)
     if not await once.claim():
         raise Refusal("Already posted for this due.", skipped="duplicate")
     assert inc.channel_id  # every incident gets its channel before it is stored
+    if await once.landed_before(inc.channel_id):
+        await once.done()
+        return True
     try:
-        await svc.chat.post(inc.channel_id, text, card)
+        await svc.chat.post(inc.channel_id, text, card, mark=mark)
     except ChatError as f:
         await once.release()
         return Outcome(
@@ -47,7 +52,12 @@ async def _post_once(svc: Services, inc: Incident, mark: str, text: str, card: C
             audit={"slack_error": f.error},
         )
     await once.done()
-    return None
+    return False
+
+
+def _found(earlier: bool) -> dict[str, bool]:
+    """Audit detail when the post was found in the channel (made by a claimer that died) instead of made."""
+    return {"found_posted": True} if earlier else {}
 
 
 async def remind(svc: Services, req: Request, cmd: Remind, inc: Incident) -> Outcome:
@@ -65,19 +75,19 @@ async def remind(svc: Services, req: Request, cmd: Remind, inc: Incident) -> Out
         f":alarm_clock: {_mention(who)} update due for {inc.id} (SEV{inc.sev}) at {hhmm(due)} UTC. "
         f"Post one now; the IC is told if it is {cad.escalate_after_minutes:g} min overdue."
     )
-    failed = await _post_once(
+    posted = await _post_once(
         svc,
         inc,
         Keys.comms(inc.id, f"reminded:{cmd.due}"),
         text,
         views.reminder_card(text, inc.id, cmd.due, cad.snooze_minutes),
     )
-    if failed:
-        return failed
+    if isinstance(posted, Outcome):
+        return posted
     await svc.scheduler.schedule(timers.ESCALATE, inc.id, timers.escalation_at(due, 1, cad, inc.sev), {"due": cmd.due})
     return Outcome(
         message="reminder posted",
-        audit={"due": iso(due), "to": who, "late": cmd.late, "lateness_s": round(now - due, 3)},
+        audit={"due": iso(due), "to": who, "late": cmd.late, "lateness_s": round(now - due, 3), **_found(posted)},
     )
 
 
@@ -92,9 +102,9 @@ async def escalate(svc: Services, req: Request, cmd: Escalate, inc: Incident) ->
         f"{also}. Post one with `/incident update <text>`, or hand Comms to someone who can."
     )
     mark = f"escalated:{cmd.due}" + (f":{cmd.round}" if cmd.round > 1 else "")
-    failed = await _post_once(svc, inc, Keys.comms(inc.id, mark), text)
-    if failed:
-        return failed
+    posted = await _post_once(svc, inc, Keys.comms(inc.id, mark), text)
+    if isinstance(posted, Outcome):
+        return posted
     cad = svc.policy.cadence
     # Until an update is posted (the due moves) or the incident stops being active.
     await svc.scheduler.schedule(
@@ -106,7 +116,14 @@ async def escalate(svc: Services, req: Request, cmd: Escalate, inc: Incident) ->
     fire_at = timers.escalation_at(due, cmd.round, cad, inc.sev)
     return Outcome(
         message="escalated",
-        audit={"due": iso(due), "to": ic, "late": cmd.late, "round": cmd.round, "lateness_s": round(now - fire_at, 3)},
+        audit={
+            "due": iso(due),
+            "to": ic,
+            "late": cmd.late,
+            "round": cmd.round,
+            "lateness_s": round(now - fire_at, 3),
+            **_found(posted),
+        },
     )
 
 

@@ -11,7 +11,7 @@ from enum import IntEnum
 
 from bot.comms import lua
 from bot.core.services import Services
-from bot.store import Keys, Redis
+from bot.store import Keys, Redis, script
 
 _PENDING = "pending:"  # the prefix lua.MARK_CLAIM writes while a claim holds
 
@@ -30,6 +30,15 @@ class MarkClaim(IntEnum):
 
     CLAIMED = 1
     TAKEN = 0  # done, or another process holds an unexpired claim and is posting
+    TAKEN_OVER = 2  # claimed over an expired claim: its claimer died mid-post (its post may have landed)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """lua.MARK_CLAIM: the code, and for TAKEN_OVER when the dead claimer's claim ran until."""
+
+    code: MarkClaim
+    expired_until: float | None = None
 
 
 class MarkDone(IntEnum):
@@ -64,11 +73,11 @@ class CommsStore:
 
     def __init__(self, redis: Redis) -> None:
         self.r = redis
-        self._sync_mark = redis.register_script(lua.SYNC_MARK)
-        self._snooze = redis.register_script(lua.SNOOZE)
-        self._mark_claim = redis.register_script(lua.MARK_CLAIM)
-        self._mark_done = redis.register_script(lua.MARK_DONE)
-        self._mark_release = redis.register_script(lua.MARK_RELEASE)
+        self._sync_mark = script(redis, lua.SYNC_MARK)
+        self._snooze = script(redis, lua.SNOOZE)
+        self._mark_claim = script(redis, lua.MARK_CLAIM)
+        self._mark_done = script(redis, lua.MARK_DONE, deadline=False)  # the post landed
+        self._mark_release = script(redis, lua.MARK_RELEASE, deadline=False)
 
     @classmethod
     def of(cls, svc: Services) -> CommsStore:
@@ -88,8 +97,9 @@ class CommsStore:
 
     # Dedupe marks -----------------------------------------------------------------------------
 
-    async def claim_mark(self, key: str, now: float, until: float, keep_s: int) -> MarkClaim:
-        return MarkClaim(int(await self._mark_claim(keys=[key], args=[repr(now), repr(until), keep_s])))
+    async def claim_mark(self, key: str, now: float, until: float, keep_s: int) -> Claim:
+        code, expired = await self._mark_claim(keys=[key], args=[repr(now), repr(until), keep_s])
+        return Claim(MarkClaim(int(code)), float(expired) if expired else None)
 
     async def done_mark(self, key: str, claim: str, keep_s: int) -> MarkDone:
         """Mark done if ``claim`` (a ``pending(until)`` value) still holds the mark."""

@@ -13,7 +13,7 @@ last one; the form is refused on the field by the same two checks (``check_form`
 
 from __future__ import annotations
 
-from bot.chat import ChatError, FieldError
+from bot.chat import ChatError, FieldError, quote
 from bot.clock import hhmm
 from bot.comms import public, secrets, views
 from bot.comms.commands import UpdateForm
@@ -50,10 +50,10 @@ async def public_problem(svc: Services, inc: Incident, text: str) -> tuple[str, 
     bad = public.offending(text, rules, [*inc.cells, *nodes])
     if not bad:
         return None
-    words = ", ".join(f"`{w}`" for w in bad)
+    words = ", ".join(f"`{quote(w)}`" for w in bad)
     return (
         f"Not posted: public updates are product × region, and this names {words}. "
-        f"Try: `/incident update {public.rewrite(text, bad, rules, nodes, inc)}`",
+        f"Try: `/incident update {quote(public.rewrite(text, bad, rules, nodes, inc))}`",
         bad,
     )
 
@@ -64,9 +64,10 @@ async def _publish(svc: Services, inc: Incident, text: str, now: float) -> str:
     if not channel:
         return "Posted in the incident channel only: FIREBREAK_STAKEHOLDER_CHANNEL is not set."
     scope = " · ".join(x for x in (", ".join(inc.products), public.region_of(inc)) if x and x != "<region>")
-    head = f"*{inc.id}* ({scope})" if scope else f"*{inc.id}*"
+    head = f"*{inc.id}* ({quote(scope)})" if scope else f"*{inc.id}*"
     try:
-        await svc.chat.post(channel, f":mega: {head} update at {hhmm(now)} UTC: {text}")
+        # Posted where the poster may not even be a member: their words must not ping or link.
+        await svc.chat.post(channel, f":mega: {head} update at {hhmm(now)} UTC: {quote(text)}")
     except ChatError as f:
         return f"(the stakeholder channel post failed: {f.error}; post it there by hand)"
     return f"Also posted to <#{channel}>."
@@ -83,7 +84,9 @@ async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Out
     change = await repo(svc).record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
     if change.code is not UpdateRecorded.RECORDED:
         raise Refusal(f"{inc.id} is resolved; updates now go in the postmortem.")
-    warn = await announce(svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {cmd.text}")
+    warn = await announce(
+        svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {quote(cmd.text)}"
+    )
     published = await _publish(svc, inc, cmd.text, now)
     warn2 = await refresh_card(svc, inc.id)
     due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""

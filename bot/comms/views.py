@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat import Button, Buttons, Card, Form, Press, Section, TextField
+from bot.chat import Button, Buttons, Card, Form, Press, Section, TextField, quote
 from bot.comms.commands import Snooze, UpdateForm
 from bot.incidents.commands import Update
 
@@ -28,6 +28,6 @@ def update_form(inc_id: str, title: str, last_text: str | None) -> Form:
         title=f"Update {inc_id}"[:24],
         submit="Post update",
         close="Cancel",
-        intro=f"*{title[:200]}*\nPublic updates name a product and a region, never a cell or a node.",
+        intro=f"*{quote(title[:200])}*\nPublic updates name a product and a region, never a cell or a node.",
         fields=(TextField("text", "Status update", multiline=True, max_length=3000, initial=last_text),),
     )

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.chat import unescape
+
 _USER = re.compile(r"<@([A-Z0-9_]+)(?:\|[^>]*)?>")
 _CHAN = re.compile(r"<#([A-Z0-9_]+)(?:\|[^>]*)?>")
 _EMOJI = {
@@ -58,7 +60,8 @@ class Renderer:
         s = _CHAN.sub(lambda m: "#" + self.channel_name(m.group(1)), s)
         for code, glyph in _EMOJI.items():
             s = s.replace(code, glyph)
-        return s
+        # Last, as a Slack client does: Firebreak escapes quoted text (bot.chat.quote), shown as typed.
+        return unescape(s)
 
     def blocks(self, blocks: list[dict[str, Any]], channel: str | None, ts: str | None) -> list[str]:
         out: list[str] = []

@@ -43,6 +43,19 @@ async def _decide(svc: Services, req: Request, route: Route, inc: IncidentView |
         )
     if denial := await authz.authorize(svc, req, route, inc):
         return Outcome.refused(denial)
+    # Write intent first: the handler's effects and its audit entry are one recoverable unit. The
+    # entry (_audit) closes the intent in the same script; one left open because the process died
+    # or lost its store in between is repaired into an `interrupted` entry (bot/core/intents.py).
+    # If the intent cannot be written, this raises before the handler: nothing ran.
+    await svc.audit.open_intent(
+        req.id,
+        command=route.name,
+        args=req.command.model_dump(mode="json"),
+        actor=req.actor,
+        source=req.source.value,
+        incident=inc.id if inc else None,
+        started_at=svc.clock.now(),
+    )
     try:
         return await route.call(svc, req, inc)
     except Refusal as r:
@@ -63,7 +76,7 @@ async def _audit(svc: Services, req: Request, route: Route, outcome: Outcome, in
     detail.update(outcome.audit)
     try:
         await svc.audit.append(
-            f"command.{route.name}", actor=req.actor, incident=incident, detail=detail, request_id=req.id
+            f"command.{route.name}", actor=req.actor, incident=incident, detail=detail, request_id=req.id, intent=req.id
         )
     except Exception:
         log.exception("audit_append_failed")

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.chat.text import quote
+
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "＂": '"', "—": "--", "–": "--"})
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 _PLACEHOLDER = re.compile(r"<[^<>]+>")
@@ -88,7 +90,7 @@ class Spec:
                 kind = self.flags.get(name)
                 if kind is None:
                     known = ", ".join(f"--{f}" for f in self.flags) or "none"
-                    raise UsageError(f"Unknown option `--{name}` (options: {known}).", self.usage)
+                    raise UsageError(f"Unknown option `--{quote(name[:40])}` (options: {known}).", self.usage)
                 if kind == "bool":
                     out[name.replace("-", "_")] = True
                 else:
@@ -114,7 +116,7 @@ class Spec:
             elif self.rest:
                 free.append(w)
             else:
-                raise UsageError(f"Unexpected `{w[:40]}`.", self.usage)
+                raise UsageError(f"Unexpected `{quote(w[:40])}`.", self.usage)
             i += 1
         if pos:
             raise UsageError(f"Missing {self.label(pos[0])}.", self.usage)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from bot.chat.text import quote
 from bot.chat.views import FieldError
 from bot.core.grammar import Spec, UsageError, normalise
 from bot.core.request import Command, IncidentView, Outcome, Request
@@ -178,7 +179,7 @@ class Registry:
         name = head.lower() or "help"
         r = self.routes.get(name)
         if r is None or r.spec is None:
-            raise UsageError(f"Unknown command `{head[:30]}`. {self._suggest(name)}")
+            raise UsageError(f"Unknown command `{quote(head[:30])}`. {self._suggest(name)}")
         data = r.spec.parse(rest)
         try:
             return r.model.model_validate(data, context={"commands": [t.name for t in self.typed()]})
@@ -203,7 +204,7 @@ def _validation_message(exc: ValidationError, spec: Spec) -> str:
     if err.type == "missing" or (err.type == "string_too_short" and not str(given or "").strip()):
         return f"Missing {label}."
     if err.type in _EXAMPLE:
-        return f"`{label} {str(given)[:30]}`: needs {_EXAMPLE[err.type]}."
+        return f"`{label} {quote(str(given)[:30])}`: needs {_EXAMPLE[err.type]}."
     if err.type == "string_too_short":
         return f"{label.strip('<>').capitalize()} is too short: at least {ctx.get('min_length')} characters."
     if err.type == "string_too_long":

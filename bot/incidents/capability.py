@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from bot.core.grammar import Spec
+from bot.core.intents import INTERRUPTED
 from bot.core.registry import Registry
-from bot.incidents import handlers, handoffs
+from bot.incidents import handlers, handoffs, orphans
 from bot.incidents.commands import Accept, Assess, Declare, Handoff, Help, Mitigated, Resolved, Role, Sev, Status
 
 
@@ -59,3 +60,5 @@ def register(reg: Registry) -> None:
         summary="hand a role over; effective when they press Accept",
     )
     reg.command(Accept, handoffs.accept, summary="accept a handoff (button)")
+    # A declare interrupted between its channel and its save: finish or archive (orphans.py).
+    reg.add(INTERRUPTED, orphans.declare_interrupted)

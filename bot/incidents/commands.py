@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from bot.chat import quote, visible
 from bot.core.grammar import user_id
 from bot.core.request import Command
 from bot.ids import CELL_NAME, HANDOFF_ID
@@ -19,7 +20,7 @@ def _sev(v: object) -> object:
     if isinstance(v, str):
         m = _SEV.match(v.strip())
         if not m:
-            raise ValueError(f"`{v[:20]}` is not a SEV: use 1 (worst) to 4")
+            raise ValueError(f"`{quote(v[:20])}` is not a SEV: use 1 (worst) to 4")
         return int(m.group(1))
     return v
 
@@ -27,14 +28,14 @@ def _sev(v: object) -> object:
 def _user(v: object) -> str:
     uid = user_id(str(v))
     if uid is None:
-        raise ValueError(f"`{str(v)[:30]}` is not a Slack user: mention them, like @alex")
+        raise ValueError(f"`{quote(str(v)[:30])}` is not a Slack user: mention them, like @alex")
     return uid
 
 
 def _role(v: object) -> str:
     r = str(v).lower()
     if r not in ROLES:
-        raise ValueError(f"`{str(v)[:20]}` is not a role: use one of {', '.join(ROLES)}")
+        raise ValueError(f"`{quote(str(v)[:20])}` is not a role: use one of {', '.join(ROLES)}")
     return r
 
 
@@ -48,12 +49,18 @@ class Declare(Command):
 
     _sev_v = field_validator("sev", mode="before")(lambda cls, v: _sev(v))
 
+    @field_validator("title", mode="before")
+    @classmethod
+    def _visible(cls, v: object) -> object:
+        # Stored without bidi controls or zero-width characters: they reorder or hide what the card shows.
+        return visible(v).strip() if isinstance(v, str) else v
+
     @field_validator("cell")
     @classmethod
     def _cells(cls, v: list[str]) -> list[str]:
         for c in v:
             if not CELL_NAME.match(c):
-                raise ValueError(f"`{c[:30]}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
+                raise ValueError(f"`{quote(c[:30])}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
         return list(dict.fromkeys(v))
 
 
@@ -137,7 +144,7 @@ class Help(Command):
         # The registry parsing the text passes the typed command names (Registry.parse).
         names: list[str] = (info.context or {}).get("commands") or []
         if names and v.strip().lower() not in names:
-            raise ValueError(f"`{v[:30]}` is not a command; ask about one of: {', '.join(names)}")
+            raise ValueError(f"`{quote(v[:30])}` is not a command; ask about one of: {', '.join(names)}")
         return v.strip().lower()
 
 

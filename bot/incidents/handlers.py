@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from bot.chat import ChatError
+from redis.exceptions import RedisError
+
+from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.authz import after_resolve
 from bot.core.hooks import STATUS_LINE
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from bot.incidents import rules, views
+from bot.incidents import orphans, rules, views
 from bot.incidents.commands import Assess, Declare, Help, Mitigated, Resolved, Sev, Status
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.models import Status as St
 from bot.incidents.posts import announce, joined, refresh_card
 from bot.incidents.store import SevRaised, StatusSet, repo
 from bot.policy.roles import ROLE_TITLES, ROLES
+
+
+class NotOpened(Exception):
+    """The store failed before the incident was saved; the message names what exists."""
 
 
 async def open_incident(
@@ -27,20 +33,37 @@ async def open_incident(
     products: list[str],
     regions: list[str],
     detected_at: float | None = None,
+    request_id: str | None = None,
 ) -> tuple[Incident, list[str]]:
     """Create channel, record, card. ``ic`` declared it and sits as IC (None: opened by Firebreak
-    itself, the seat stays empty).
+    itself, the seat stays empty). ``request_id``: the request whose intent records the channel.
 
     Returns the incident and what went wrong after it was saved (the chat refusing the
-    invite, card or pin): the incident stands, and the caller says what is missing.
+    invite, card or pin): the incident stands, and the caller says what is missing. Raises
+    NotOpened (its message names what exists) when the store fails before the incident is saved.
     """
     store = repo(svc)
     now = svc.clock.now()
-    number = await store.next_number()
+    try:
+        number = await store.next_number()
+    except RedisError:
+        raise NotOpened(
+            "Firebreak can't reach its store; no channel or incident was created. Try again in a minute."
+        ) from None
     try:
         channel_id, name = await svc.chat.create_channel(rules.channel_name(number, title, now))
     except ChatError as f:
         raise Refusal(f"Slack refused to create the channel ({f.error}); no incident was opened.") from None
+    try:
+        # The channel exists, the incident not yet: the request's intent says so first, so a
+        # process that dies before the save leaves its repair the channel (bot/incidents/orphans.py).
+        if request_id:
+            await svc.audit.note_intent(request_id, channel=channel_id, channel_name=name, number=number)
+    except RedisError:
+        # Nothing was saved, and nothing can be: the channel would be an orphan. Archive it now.
+        raise NotOpened(
+            await orphans.archive_now(svc, channel_id, f"INC-{number}", title, ic or SYSTEM_ACTOR)
+        ) from None
     inc = Incident(
         id=f"INC-{number}",
         number=number,
@@ -57,8 +80,12 @@ async def open_incident(
         next_update_due=rules.first_due(now, sev, svc.policy.cadence),
         roles={"ic": RoleHolder(user=ic, since=now, by=ic)} if ic else {},
     )
-    await store.create(inc)
-    await store.bind_channel(inc.id, channel_id)
+    try:
+        await store.create(inc)
+        await store.bind_channel(inc.id, channel_id)
+    except RedisError:
+        # Saved or not, it can't be told now; the repair of this request decides once the store is back.
+        raise NotOpened(orphans.unsure(inc.id, channel_id)) from None
     problems: list[str] = []
     if ic:
         try:
@@ -69,7 +96,10 @@ async def open_incident(
         ts = await svc.chat.post(channel_id, views.card_text(inc), views.incident_card(inc))
     except ChatError as f:
         return inc, [*problems, f"the card could not be posted ({f.error})"]
-    await store.set_field(inc.id, card_ts=ts)
+    try:
+        await store.set_field(inc.id, card_ts=ts)
+    except RedisError:
+        problems.append("Firebreak lost its store before it recorded the card, so the card will not update")
     try:
         await svc.chat.pin(channel_id, ts)
     except ChatError as f:
@@ -78,15 +108,19 @@ async def open_incident(
 
 
 async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView | None) -> Outcome:
-    inc, problems = await open_incident(
-        svc,
-        title=cmd.title,
-        sev=cmd.sev,
-        ic=req.actor,
-        cells=cmd.cell,
-        products=[cmd.product] if cmd.product else [],
-        regions=[cmd.region] if cmd.region else [],
-    )
+    try:
+        inc, problems = await open_incident(
+            svc,
+            title=cmd.title,
+            sev=cmd.sev,
+            ic=req.actor,
+            cells=cmd.cell,
+            products=[cmd.product] if cmd.product else [],
+            regions=[cmd.region] if cmd.region else [],
+            request_id=req.id,
+        )
+    except NotOpened as e:
+        return Outcome(result="error", message=f"{e} (ref `{req.id}`)", audit={"not_opened": str(e)})
     due = f" First update due {hhmm(inc.next_update_due)} UTC." if inc.next_update_due else ""
     audit = {"incident_channel": inc.channel_id, "sev": inc.sev, "cells": inc.cells}
     if problems:
@@ -109,7 +143,9 @@ async def raise_to(svc: Services, inc: Incident, sev: int, reason: str, actor: s
     change = await repo(svc).raise_sev(inc.id, sev, reason, svc.policy.cadence, svc.clock.now())
     if change.code is SevRaised.RAISED:
         warn = await announce(
-            svc, inc.id, f":rotating_light: {inc.id} raised SEV{change.before} → SEV{sev} by <@{actor}>: {reason}"
+            svc,
+            inc.id,
+            f":rotating_light: {inc.id} raised SEV{change.before} → SEV{sev} by <@{actor}>: {quote(reason)}",
         )
         warn2 = await refresh_card(svc, inc.id)
         return Outcome(
@@ -157,7 +193,7 @@ def _roles_line(inc: Incident) -> str:
 async def status(svc: Services, req: Request, cmd: Status, inc: Incident) -> Outcome:
     due = f"{hhmm(inc.next_update_due)} UTC" if inc.next_update_due else "none"
     parts = [
-        f"*{inc.id}* SEV{inc.sev} · {inc.status.value} · {inc.title}",
+        f"*{inc.id}* SEV{inc.sev} · {inc.status.value} · {quote(inc.title)}",
         f"Roles: {_roles_line(inc)}",
         f"Cells: {', '.join(inc.cells) or 'none'} · next update due: {due}",
     ]

@@ -1,9 +1,12 @@
-"""Posting in the incident channel and keeping the pinned card in step with the incident."""
+"""Keeping the pinned card in step with the incident; posting in its channel is bot.core.posts."""
 
 from __future__ import annotations
 
+from redis.exceptions import RedisError
+
 from bot import logs
 from bot.chat import ChatError
+from bot.core.posts import STORE_LOST, announce, joined
 from bot.core.services import Services
 from bot.incidents import views
 from bot.incidents.store import repo
@@ -12,7 +15,8 @@ log = logs.get(__name__)
 
 
 async def refresh_card(svc: Services, inc_id: str) -> str | None:
-    """Edit the card in place. Returns a warning for the user when the chat refused.
+    """Edit the card in place. Returns a warning for the user when the chat refused, or when the
+    store went away (the caller's change stands; its reply says the card is behind).
 
     Concurrent refreshes can reach the chat out of order, so after each edit the
     state is read again and the card re-sent if it changed meanwhile: the last
@@ -20,7 +24,11 @@ async def refresh_card(svc: Services, inc_id: str) -> str | None:
     """
     shown = None
     for _ in range(3):
-        inc = await repo(svc).get(inc_id)
+        try:
+            inc = await repo(svc).get(inc_id)
+        except RedisError:
+            log.warning("card_update_store_lost")
+            return f"({STORE_LOST} before it updated the incident card)"
         if inc is None or not inc.channel_id or not inc.card_ts:
             return None
         if inc == shown:
@@ -34,18 +42,4 @@ async def refresh_card(svc: Services, inc_id: str) -> str | None:
     return None
 
 
-async def announce(svc: Services, inc_id: str, text: str) -> str | None:
-    """Post in the incident channel; returns a warning when that failed."""
-    inc = await repo(svc).get(inc_id)
-    if inc is None or not inc.channel_id:
-        return None
-    try:
-        await svc.chat.post(inc.channel_id, text)
-    except ChatError as f:
-        log.warning("announce_failed", error=f.error)
-        return f"(could not post in the incident channel: {f.error})"
-    return None
-
-
-def joined(message: str, *warnings: str | None) -> str:
-    return " ".join([message, *(w for w in warnings if w)])
+__all__ = ["announce", "joined", "refresh_card"]

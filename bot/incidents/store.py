@@ -14,7 +14,7 @@ from bot.core.services import Services
 from bot.incidents import lua
 from bot.incidents.models import HandoffRecord, Incident, RoleHolder, Status, Tenure
 from bot.policy.models import CadencePolicy
-from bot.store import Keys, Redis, text
+from bot.store import Keys, Redis, Write, script, text, write
 
 _JSON_FIELDS = ("cells", "products", "regions")
 _FLOAT_FIELDS = (
@@ -104,37 +104,37 @@ class Change(Generic[E]):
 class IncidentRepo:
     def __init__(self, redis: Redis) -> None:
         self.r = redis
-        self._sev = redis.register_script(lua.SEV_RAISE)
-        self._status = redis.register_script(lua.STATUS_SET)
-        self._role = redis.register_script(lua.ROLE_SET)
-        self._update = redis.register_script(lua.UPDATE_RECORD)
-        self._accept = redis.register_script(lua.HANDOFF_ACCEPT)
-        self._fail_handoff = redis.register_script(lua.HANDOFF_FAIL)
-        self._handoff_posted = redis.register_script(lua.HANDOFF_POSTED)
+        self._sev = script(redis, lua.SEV_RAISE)
+        self._status = script(redis, lua.STATUS_SET)
+        self._role = script(redis, lua.ROLE_SET)
+        self._update = script(redis, lua.UPDATE_RECORD)
+        self._accept = script(redis, lua.HANDOFF_ACCEPT)
+        self._fail_handoff = script(redis, lua.HANDOFF_FAIL)
+        self._handoff_posted = script(redis, lua.HANDOFF_POSTED, deadline=False)  # records a post made
+
+    # Writes go through bot.store.write: deadlined, so none lands after its caller gave up.
 
     async def next_number(self) -> int:
-        return int(await self.r.incr(Keys.INCIDENT_SEQ))
+        (n,) = await write(self.r, ("INCR", Keys.INCIDENT_SEQ))
+        return int(n)
 
     async def create(self, inc: Incident) -> None:
-        async with self.r.pipeline(transaction=True) as p:
-            p.hset(Keys.incident(inc.id), mapping=_encode(inc))
-            for role, h in inc.roles.items():
-                p.hset(Keys.roles(inc.id), role, h.model_dump_json())
-                p.rpush(
-                    Keys.tenure(inc.id),
-                    json.dumps({"role": role, "user": h.user, "event": "assumed", "at": h.since, "by": h.by}),
-                )
-            await p.execute()
+        fields = [x for kv in _encode(inc).items() for x in kv]
+        writes: list[Write] = [("HSET", Keys.incident(inc.id), *fields)]
+        for role, h in inc.roles.items():
+            writes.append(("HSET", Keys.roles(inc.id), role, h.model_dump_json()))
+            event = {"role": role, "user": h.user, "event": "assumed", "at": h.since, "by": h.by}
+            writes.append(("RPUSH", Keys.tenure(inc.id), json.dumps(event)))
+        await write(self.r, *writes)
         # The index lives in its own slot; written after the incident exists.
-        await self.r.sadd(Keys.INCIDENTS_OPEN, inc.id)
+        await write(self.r, ("SADD", Keys.INCIDENTS_OPEN, inc.id))
 
     async def bind_channel(self, inc_id: str, channel_id: str) -> None:
-        await self.r.hset(Keys.incident(inc_id), "channel_id", channel_id)
-        await self.r.set(Keys.channel(channel_id), inc_id)
+        await write(self.r, ("HSET", Keys.incident(inc_id), "channel_id", channel_id))
+        await write(self.r, ("SET", Keys.channel(channel_id), inc_id))
 
     async def set_field(self, inc_id: str, **fields: str) -> None:
-        mapping: dict[FieldT, EncodableT] = {k: v for k, v in fields.items()}
-        await self.r.hset(Keys.incident(inc_id), mapping=mapping)
+        await write(self.r, ("HSET", Keys.incident(inc_id), *(x for kv in fields.items() for x in kv)))
 
     async def by_channel(self, channel_id: str) -> str | None:
         return text(await self.r.get(Keys.channel(channel_id)))
@@ -165,7 +165,7 @@ class IncidentRepo:
         code, before = await self._status(keys=[Keys.incident(inc.id)], args=[status.value, now])
         change = Change(StatusSet(int(code)), before)
         if change.code is StatusSet.CHANGED and status is Status.resolved:
-            await self.r.srem(Keys.INCIDENTS_OPEN, inc.id)
+            await write(self.r, ("SREM", Keys.INCIDENTS_OPEN, inc.id))
         return change
 
     async def set_role(self, inc_id: str, role: str, user: str, by: str, now: float) -> bool:
@@ -197,9 +197,9 @@ class IncidentRepo:
     # Handoffs -----------------------------------------------------------------
 
     async def create_handoff(self, h: HandoffRecord) -> HandoffRecord:
-        n = await self.r.incr(Keys.handoff_seq(h.incident))
+        (n,) = await write(self.r, ("INCR", Keys.handoff_seq(h.incident)))
         h = h.model_copy(update={"id": f"HO-{n}"})
-        await self.r.hset(Keys.handoff(h.incident, h.id), "doc", h.model_dump_json())
+        await write(self.r, ("HSET", Keys.handoff(h.incident, h.id), "doc", h.model_dump_json()))
         return h
 
     async def handoffs(self, inc_id: str) -> list[HandoffRecord]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat import Button, Buttons, Card, Context, Fields, Header, Press, Section
+from bot.chat import Button, Buttons, Card, Context, Fields, Header, Press, Section, quote
 from bot.clock import hhmm
 from bot.incidents.commands import Accept
 from bot.incidents.models import HandoffRecord, Incident
@@ -23,19 +23,20 @@ def _due_text(inc: Incident) -> str:
 
 
 def card_text(inc: Incident) -> str:
-    return f"{inc.id} SEV{inc.sev} {inc.status.value}: {inc.title} ({_due_text(inc)})"
+    # Titles, reasons, products and threads are people's words: quoted, so they never ping or link.
+    return f"{inc.id} SEV{inc.sev} {inc.status.value}: {quote(inc.title)} ({_due_text(inc)})"
 
 
 def incident_card(inc: Incident) -> Card:
     scope = ", ".join(inc.cells) or "no cells named"
-    public = " × ".join(x for x in (", ".join(inc.products), ", ".join(inc.regions)) if x)
+    public = quote(" × ".join(x for x in (", ".join(inc.products), ", ".join(inc.regions)) if x))
     ctx = [f"declared by <@{inc.declared_by}> at {hhmm(inc.declared_at)} UTC"]
     if public:
         ctx.append(f"public scope: {public}")
     if inc.sev_reason:
-        ctx.append(f"SEV reason: {inc.sev_reason[:200]}")
+        ctx.append(f"SEV reason: {quote(inc.sev_reason[:200])}")
     return Card.of(
-        Header(f"{inc.id}: {inc.title}"),
+        Header(f"{inc.id}: {quote(inc.title)}"),
         Fields(
             (
                 f"*Severity*\n{SEV_EMOJI[inc.sev]} SEV{inc.sev}",
@@ -51,7 +52,7 @@ def incident_card(inc: Incident) -> Card:
 
 def handoff_text(h: HandoffRecord, inc: Incident, now: float) -> str:
     # DESIGN's shape: "IC handing to @x at 04:00 UTC; open threads: A, B; next update 04:30 UTC".
-    threads = ", ".join(h.threads) if h.threads else "none"
+    threads = quote(", ".join(h.threads)) if h.threads else "none"
     due = f"{hhmm(inc.next_update_due)} UTC" if inc.next_update_due else "not scheduled"
     return (
         f"{h.role.upper() if h.role == 'ic' else ROLE_TITLES[h.role]} handing to <@{h.to_user}> at {hhmm(now)} UTC; "

@@ -22,7 +22,7 @@ from bot.clock import Clock
 from bot.ids import INCIDENT_ID, SYSTEM_ACTOR
 from bot.scheduler import lua
 from bot.scheduler.jobs import Job, RunJob, StartHook
-from bot.store import Keys, Redis
+from bot.store import Keys, Redis, script
 
 log = logs.get(__name__)
 
@@ -89,10 +89,10 @@ class Scheduler:
         self._sem = asyncio.Semaphore(concurrency)
         self._keys = [Keys.sched("due"), Keys.sched("jobs")]
         self._claim_keys = [*self._keys, Keys.sched("lease"), Keys.sched("inflight"), Keys.sched("dead")]
-        self._schedule = redis.register_script(lua.SCHEDULE)
-        self._cancel = redis.register_script(lua.CANCEL)
-        self._claim = redis.register_script(lua.CLAIM)
-        self._ack = redis.register_script(lua.ACK)
+        self._schedule = script(redis, lua.SCHEDULE)
+        self._cancel = script(redis, lua.CANCEL)
+        self._claim = script(redis, lua.CLAIM)
+        self._ack = script(redis, lua.ACK, deadline=False)  # the job ran
 
     def bind(self, handlers: Mapping[str, RunJob], startup: Sequence[StartHook]) -> None:
         """The app's job handlers and start hooks (bot/runtime.py binds them to its services)."""

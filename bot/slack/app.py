@@ -20,11 +20,11 @@ from bot.core import dispatch, invalid
 from bot.core.grammar import UsageError
 from bot.core.request import Outcome, Request, Source
 from bot.core.services import Services
-from bot.slack import actions, events, submissions
+from bot.slack import actions, events, shapes, submissions
 from bot.slack.lane import Lane
 
 log = logs.get(__name__)
-_ACTIONS = re.compile(r".+")
+_ACTIONS = re.compile(r".+", re.DOTALL)  # any action id, even "\n": Bolt 404s what no listener matches
 
 
 async def reply(svc: Services, response_url: str | None, outcome: Outcome) -> None:
@@ -47,7 +47,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             structlog.contextvars.bind_contextvars(incident=outcome.incident_id or req.incident_id)
             await reply(svc, req.response_url, outcome)
 
-    @app.command(re.compile(r"^/incident"))
+    @app.command(shapes.COMMAND)
     async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
         text = body.get("text") or ""
         try:

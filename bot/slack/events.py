@@ -15,6 +15,10 @@ from bot.comms import watch
 from bot.core.services import Services
 from bot.slack.lane import Lane
 
+# The event types Firebreak listens to; any other delivery is answered 200 and dropped
+# before Bolt (bot/slack/shapes.py), since Slack retries every other answer.
+EVENT_TYPES = frozenset({"message"})
+
 
 def install(app: AsyncApp, svc: Services, lane: Lane) -> None:
     @app.event("message")

@@ -25,6 +25,9 @@ from bot.slack import render
 
 log = logs.get(__name__)
 
+POST_EVENT = "firebreak_post"  # the metadata event_type of posts that carry a dedupe mark
+HISTORY_PAGES = 5  # how far `posted` looks back (200 messages a page) before giving up
+
 
 def make_client(token: str, base_url: str) -> AsyncWebClient:
     return AsyncWebClient(
@@ -93,14 +96,51 @@ class SlackGateway:
             if f.error not in ("already_in_channel", "cant_invite_self"):
                 raise
 
-    async def post(self, channel: str, text: str, card: Card | None = None, thread: str | None = None) -> str:
+    async def post(
+        self, channel: str, text: str, card: Card | None = None, thread: str | None = None, mark: str | None = None
+    ) -> str:
         body: dict[str, Any] = {"channel": channel, "text": text}
         if card:
             body["blocks"] = render.blocks(card)
         if thread:
             body["thread_ts"] = thread
+        if mark:
+            # Message metadata: invisible to people, returned by conversations.history, so a post
+            # whose dedupe mark was never set (the process died right after it) can be found.
+            body["metadata"] = {"event_type": POST_EVENT, "event_payload": {"mark": mark}}
         data = await self._call("chat.postMessage", json=body)
         return str(data["ts"])
+
+    async def posted(self, channel: str, mark: str, since: float) -> bool:
+        """Look for our post carrying ``mark`` in the channel's history since ``since`` (newest
+        first, page by page, at most HISTORY_PAGES pages)."""
+        cursor = ""
+        for _ in range(HISTORY_PAGES):
+            params: dict[str, Any] = {
+                "channel": channel,
+                "oldest": f"{max(since, 0.0):.6f}",
+                "limit": 200,
+                "include_all_metadata": "true",
+            }
+            if cursor:
+                params["cursor"] = cursor
+            data = await self._call("conversations.history", params=params)
+            for msg in data.get("messages") or []:
+                meta = msg.get("metadata") or {}
+                if meta.get("event_type") == POST_EVENT and (meta.get("event_payload") or {}).get("mark") == mark:
+                    return True
+            cursor = str((data.get("response_metadata") or {}).get("next_cursor") or "")
+            if not data.get("has_more") or not cursor:
+                return False
+        log.warning("posted_search_truncated", channel=channel, pages=HISTORY_PAGES)
+        return False
+
+    async def archive(self, channel: str) -> None:
+        try:
+            await self._call("conversations.archive", params={"channel": channel})
+        except ChatError as f:
+            if f.error != "already_archived":
+                raise
 
     async def update(self, channel: str, ts: str, text: str, card: Card | None = None) -> None:
         body: dict[str, Any] = {"channel": channel, "ts": ts, "text": text, "blocks": render.blocks(card) or []}

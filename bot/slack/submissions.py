@@ -2,17 +2,20 @@
 
 The form's wire ids come from forms.py; what the values mean is the
 capability's (``Registry.form``): its parse raises FieldError for bad input,
-shown on the field, and the modal stays open. Its check may refuse a
-submission the same way after a quick look at state (the public-granularity
-check), so the person keeps what they typed; the check runs only for someone
-the policy lets run the command (anyone else gets the policy's refusal, not a
-wording hint). The command runs after the ack on the after-ack lane; its
-outcome is sent to the submitter as an ephemeral message in the incident
-channel (a modal has no response_url).
+shown on the field, and the modal stays open. The policy check runs before the
+ack too (a fast Redis read), so a refusal is shown on the form, where the
+submitter sees it whether or not they are in the incident channel; then the
+form's own check may refuse the same way after a quick look at state (the
+public-granularity check), so the person keeps what they typed. The command
+runs after the ack on the after-ack lane, where the executor checks the policy
+again; its outcome is sent to the submitter as an ephemeral message in the
+incident channel (a modal has no response_url), or as a direct message when
+that is refused (they are not in the channel).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -32,6 +35,10 @@ from bot.slack.lane import Lane
 
 log = logs.get(__name__)
 
+# The form's answer is the HTTP response, due within Slack's 3 s: the replay check (up to 1 s,
+# bot/slack/inbound.py) and this pre-ack check must both fit, however long a hung Redis waits.
+CHECK_S = 1.0
+
 
 def _value(view: dict[str, Any], block_id: str, action_id: str) -> str:
     """A submitted plain-text value ('' when empty)."""
@@ -40,11 +47,17 @@ def _value(view: dict[str, Any], block_id: str, action_id: str) -> str:
 
 
 async def _tell(svc: Services, inc_id: str | None, user: str, text: str) -> None:
-    inc = await svc.incidents.get(inc_id) if inc_id else None
-    if not text or inc is None or not inc.channel_id:
+    if not text:
         return
+    inc = await svc.incidents.get(inc_id) if inc_id else None
+    if inc is not None and inc.channel_id:
+        try:
+            await svc.chat.ephemeral(inc.channel_id, user, text)
+            return
+        except ChatError as f:  # e.g. user_not_in_channel: say it in a direct message instead
+            log.info("modal_reply_not_in_channel", error=f.error)
     try:
-        await svc.chat.ephemeral(inc.channel_id, user, text)
+        await svc.chat.post(user, text)  # posting to a user id opens the DM with them
     except ChatError as f:  # the command is done and audited; only the echo was lost
         log.warning("modal_reply_failed", error=f.error)
 
@@ -68,14 +81,15 @@ def _incident_of(view: dict[str, Any]) -> str | None:
     return meta if INCIDENT_ID.match(meta) else None
 
 
-async def _check(svc: Services, req: Request, spec: FormSpec) -> FieldError | None:
-    """The form's own check, for someone the policy lets run the command. Anyone else's
-    submission goes straight to the executor, which refuses it with the policy's reason."""
-    if spec.check is None:
-        return None
+async def _check(svc: Services, req: Request, spec: FormSpec, wire: forms.SlackForm) -> FieldError | None:
+    """The policy's refusal, shown on the form's first field; else the form's own check."""
     inc = await svc.incidents.get(req.incident_id) if req.incident_id else None
     route = svc.registry.routes[req.command.name]
-    if (route.needs_incident and inc is None) or await authz.authorize(svc, req, route, inc) is not None:
+    if route.needs_incident and inc is None:
+        raise ValueError("the form's incident does not exist")
+    if (denial := await authz.authorize(svc, req, route, inc)) is not None:
+        return FieldError(next(iter(wire.fields)), denial)
+    if spec.check is None:
         return None
     return await spec.check(svc, req.command, req.incident_id)
 
@@ -87,7 +101,7 @@ async def _run(svc: Services, req: Request) -> None:
 
 
 def install(app: AsyncApp, svc: Services, lane: Lane) -> None:
-    @app.view(re.compile(".+"))
+    @app.view(re.compile(".+", re.DOTALL))  # any callback id: unknown ones are answered below
     async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
         view = body.get("view") or {}
         user = (body.get("user") or {}).get("id", "unknown")
@@ -107,7 +121,8 @@ def install(app: AsyncApp, svc: Services, lane: Lane) -> None:
                 raise ValueError("no incident in the form")
             values = {name: _value(view, *ids) for name, ids in wire.fields.items()}
             req = Request(command=spec.parse(values), actor=user, source=Source.modal, incident_id=inc_id)
-            problem = await _check(svc, req, spec)
+            async with asyncio.timeout(CHECK_S):  # timing out: "can't reach its store" below
+                problem = await _check(svc, req, spec, wire)
             if problem is not None:
                 raise problem
         except FieldError as e:

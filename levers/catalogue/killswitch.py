@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
+from bot.chat import quote
 from bot.policy.levers import LeversPolicy
 from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
@@ -43,7 +44,9 @@ class Killswitch(Lever):
             raise LeverRefusal(f"killswitch acts on the ConfigMap {pol.configmap} (policy); target that.")
         level = params_as(params, KillswitchParams).level
         if level not in pol.levels:
-            raise LeverRefusal(f"`level={level}` is not a level; use one of {', '.join(pol.levels)} (narrowest first).")
+            raise LeverRefusal(
+                f"`level={quote(level)}` is not a level; use one of {', '.join(pol.levels)} (narrowest first)."
+            )
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         pol = ctx.policy.killswitch

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from bot.chat import quote
 from bot.clock import hhmm
 from levers import headroom
 from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams
@@ -52,9 +53,11 @@ def _find(obj: dict[str, Any], backend: str, rule: int | None) -> tuple[int, int
     if not hits:
         names = sorted({b.get("name") for rl in rules for b in rl.get("backendRefs") or []})
         where = f" in rule {rule}" if rule is not None else ""
-        raise LeverRefusal(f"No backend `{backend}`{where} on this route (backends: {', '.join(names) or 'none'}).")
+        raise LeverRefusal(
+            f"No backend `{quote(backend)}`{where} on this route (backends: {', '.join(names) or 'none'})."
+        )
     if len(hits) > 1:
-        raise LeverRefusal(f"`{backend}` is in rules {', '.join(str(r) for r, _ in hits)}: add rule=<n>.")
+        raise LeverRefusal(f"`{quote(backend)}` is in rules {', '.join(str(r) for r, _ in hits)}: add rule=<n>.")
     return hits[0]
 
 

@@ -138,7 +138,10 @@ async def test_a_crash_mid_execution_is_settled_after_restart_and_the_card_says_
     await world.tick()
     rec = await lever_store(world.svc).get(rid)
     assert rec.state == "failed" and world.patches() == []
-    said = "failed: interrupted before the write landed; nothing changed (found after a restart; not re-applied)"
+    said = (
+        "failed: interrupted before the write landed; nothing changed "
+        "(found stuck in flight; read back, not re-applied)"
+    )
     assert said in rec.result["message"]
     m = _card(world, rid)
     assert buttons(m) == [] and f"Approved by <@U_IC> (IC) at 03:10 UTC → {rec.result['message']}" in text_of(m)

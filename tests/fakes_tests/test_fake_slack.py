@@ -129,7 +129,7 @@ async def test_post_update_delete_history(fake, client):
     assert [m["text"] for m in msgs] == ["one!", "two"]
     assert msgs[0]["edits"][0]["text"] == "one" and msgs[1]["thread_ts"] == first["ts"]
     hist = await client.conversations_history(channel=cid)
-    assert [m["text"] for m in hist["messages"]] == ["two", "one!"]
+    assert [m["text"] for m in hist["messages"]] == ["one!"]  # as Slack: thread replies are not in history
     await client.chat_delete(channel=cid, ts=reply["ts"])
     assert [m["text"] for m in fake.messages(cid)] == ["one!"]
     assert await api_error(client.chat_update(channel=cid, ts="1.2", text="x")) == "message_not_found"
@@ -146,7 +146,7 @@ async def test_not_in_channel_and_dm(fake, client):
 
 @pytest.mark.asyncio
 async def test_pins_and_ephemeral(fake, client):
-    cid = fake.add_channel("inc-pins")
+    cid = fake.add_channel("inc-pins", members=["U1"])
     ts = (await client.chat_postMessage(channel=cid, text="summary"))["ts"]
     await client.pins_add(channel=cid, timestamp=ts)
     assert fake.channel(cid).pins == [ts]
@@ -157,6 +157,7 @@ async def test_pins_and_ephemeral(fake, client):
     assert fake.ephemerals(user="U1")[0]["text"] == "only you"
     assert fake.ephemerals(channel=cid, user="U2") == []
     assert fake.messages(cid)[-1]["text"] == "summary"  # ephemerals are not messages
+    assert await api_error(client.chat_postEphemeral(channel=cid, user="U2", text="x")) == "user_not_in_channel"
 
 
 @pytest.mark.asyncio

@@ -50,7 +50,7 @@ async def test_executing_with_nothing_landed_becomes_failed(app, cells):
     rec = await lever_store(app.services).get(rid)
     said = (
         f"{rid} kueue-hold research-h100 (us-east-3): failed: interrupted before the write landed; "
-        "nothing changed (found after a restart; not re-applied)."
+        "nothing changed (found stuck in flight; read back, not re-applied)."
     )
     assert rec.state == "failed" and rec.result["message"] == said
     assert said in channel_texts(app, inc.channel_id)
@@ -75,7 +75,7 @@ async def test_executing_whose_write_landed_becomes_done_without_a_second_write(
     assert len(patches(cells.east3)) == writes  # read back, not re-applied
     assert any(
         t.startswith(
-            f"{rid} kueue-hold research-h100 (us-east-3): applied and verified (stopPolicy=Hold; found after a restart"
+            f"{rid} kueue-hold research-h100 (us-east-3): applied and verified (stopPolicy=Hold; found stuck in flight"
         )
         for t in channel_texts(app, inc.channel_id)
     )
@@ -146,7 +146,7 @@ async def test_undoing_settles_to_undone_or_back_to_done(app, cells):
     assert any(
         t.startswith(
             "REQ-2 jobset-suspend train-llm/pretrain-405b (us-east-3): undone by <@U0OPS> "
-            "(restore verified by read-back after a restart"
+            "(restore verified by a read-back"
         )
         for t in texts
     ), texts

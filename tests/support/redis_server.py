@@ -6,7 +6,9 @@ server on a free loopback port, so parallel runs cannot collide.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -45,8 +47,19 @@ class RedisServer:
                 time.sleep(0.02)
         raise RuntimeError(f"redis-server did not answer on port {self.port}")
 
+    def freeze(self) -> None:
+        """SIGSTOP: the server holds its sockets but answers nothing (a hung host, a partition)."""
+        assert self.proc is not None and self.proc.poll() is None, "the server is not running"
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT: the server resumes and runs whatever reached its sockets meanwhile."""
+        assert self.proc is not None and self.proc.poll() is None, "the server is not running"
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)  # a frozen server would never see the SIGTERM
             self.proc.terminate()
             try:
                 self.proc.wait(5)

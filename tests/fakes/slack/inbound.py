@@ -204,8 +204,12 @@ class SlackSender:
         retry_num: int | None = None,
         retry_reason: str = "http_timeout",
     ):
-        extra = {}
+        extra: dict[str, str] = {}
+        timestamp = None
         if retry_num is not None:
             extra = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": retry_reason}
+            # Slack signs each retry when it sends it, at least its 3-second timeout after the
+            # previous try: the same body under a later timestamp (never a byte-for-byte replay).
+            timestamp = int(time.time()) + 3 * retry_num
         body = event_body(event, event_id, team_id)
-        return await self.post(body, "application/json", extra_headers=extra)
+        return await self.post(body, "application/json", timestamp=timestamp, extra_headers=extra)

@@ -13,6 +13,8 @@ Body formats (confirmed from slack_sdk 3.48 web/async_client.py + internal_utils
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import time
 from collections.abc import Callable
@@ -48,8 +50,10 @@ class ResponseUrlPost:
 class FakeSlack:
     """Fake Slack Web API + response_url endpoint. Use ``url = await start()``."""
 
-    def __init__(self) -> None:
-        self.state = SlackState()
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: what message ts are taken from (Slack's are the time of posting); None keeps
+        the fixed-base counter."""
+        self.state = SlackState(clock)
         self.calls: list[Call] = []
         self.responses: list[ResponseUrlPost] = []
         self._ephemerals: list[dict[str, Any]] = []
@@ -66,6 +70,7 @@ class FakeSlack:
             "conversations.join": self._conv_join,
             "conversations.info": self._conv_info,
             "conversations.history": self._conv_history,
+            "conversations.archive": self._conv_archive,
             "chat.postMessage": self._post_message,
             "chat.update": self._chat_update,
             "chat.postEphemeral": self._post_ephemeral,
@@ -258,6 +263,8 @@ class FakeSlack:
 
     def _conv_invite(self, args: dict) -> dict:
         ch = self.state.writable_channel(args.get("channel"))
+        if ch.archived:
+            raise SlackError("is_archived")
         users = [u.strip() for u in str(args.get("users", "")).split(",") if u.strip()]
         if not users:
             raise SlackError("no_user")
@@ -283,16 +290,66 @@ class FakeSlack:
         return {"ok": True, "channel": self.state.channel(args.get("channel")).to_api()}
 
     def _conv_history(self, args: dict) -> dict:
+        """As Slack: the channel's top-level messages (thread replies are left out), newest first,
+        strictly between `oldest` and `latest` (`inclusive` takes the bounds in), `limit` per page
+        (default 100, at most 999) with an opaque `cursor`, and message metadata only with
+        `include_all_metadata`."""
         ch = self.state.writable_channel(args.get("channel"))
-        msgs = [m.to_api() for m in reversed(self.state.messages[ch.id])]
-        limit = int(args.get("limit") or 100)
-        return {"ok": True, "messages": msgs[:limit], "has_more": len(msgs) > limit, "pin_count": len(ch.pins)}
+        inclusive = _flag(args.get("inclusive"))
+        oldest, latest = _ts_arg(args, "oldest", 0.0), _ts_arg(args, "latest", float("inf"))
+        try:
+            limit = int(args.get("limit") or 100)
+        except ValueError:
+            raise SlackError("invalid_limit") from None
+        limit = min(max(limit, 1), 999)
+        top = [m for m in reversed(self.state.messages[ch.id]) if not m.thread_ts or m.thread_ts == m.ts]
+
+        def within(ts: float) -> bool:
+            lo = ts >= oldest if inclusive else ts > oldest
+            hi = ts <= latest if inclusive else ts < latest
+            return lo and hi
+
+        msgs = [m for m in top if within(float(m.ts))]
+        cursor = args.get("cursor")
+        if cursor:
+            try:
+                before = base64.b64decode(str(cursor), validate=True).decode().removeprefix("next_ts:")
+                start = next(i for i, m in enumerate(msgs) if m.ts.replace(".", "") == before)
+            except (binascii.Error, UnicodeDecodeError, StopIteration):
+                raise SlackError("invalid_cursor") from None
+            msgs = msgs[start:]
+        page, rest = msgs[:limit], msgs[limit:]
+        meta = _flag(args.get("include_all_metadata"))
+        body: dict[str, Any] = {
+            "ok": True,
+            "messages": [m.to_api(include_metadata=meta) for m in page],
+            "has_more": bool(rest),
+            "pin_count": len(ch.pins),
+        }
+        if rest:
+            token = base64.b64encode(f"next_ts:{rest[0].ts.replace('.', '')}".encode()).decode()
+            body["response_metadata"] = {"next_cursor": token}
+        return body
+
+    def _conv_archive(self, args: dict) -> dict:
+        self.state.archive(args.get("channel"))
+        return {"ok": True}
 
     def _post_message(self, args: dict) -> dict:
         if not args.get("text") and not args.get("blocks") and not args.get("attachments"):
             raise SlackError("no_text")
-        msg = self.state.post(args.get("channel"), args.get("text", ""), args.get("blocks"), args.get("thread_ts"))
-        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": msg.to_api()}
+        metadata = args.get("metadata")
+        if metadata is not None:
+            # Slack: a JSON object with a string event_type and an object event_payload.
+            if not isinstance(metadata, dict):
+                raise SlackError("invalid_metadata_format")
+            kind, payload = metadata.get("event_type"), metadata.get("event_payload")
+            if not isinstance(kind, str) or not kind or not isinstance(payload, dict):
+                raise SlackError("invalid_metadata_schema")
+        msg = self.state.post(
+            args.get("channel"), args.get("text", ""), args.get("blocks"), args.get("thread_ts"), metadata
+        )
+        return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": msg.to_api(include_metadata=True)}
 
     def _chat_update(self, args: dict) -> dict:
         msg = self.state.update(args.get("channel"), args.get("ts"), args.get("text"), args.get("blocks"))
@@ -302,6 +359,8 @@ class FakeSlack:
         if not args.get("user"):
             raise SlackError("user_not_found")
         ch = self.state.writable_channel(args.get("channel"))
+        if args["user"] not in ch.members:  # Slack shows an ephemeral only to a member
+            raise SlackError("user_not_in_channel")
         ts = self.state.next_ts()
         self._ephemerals.append(
             {
@@ -373,3 +432,18 @@ class FakeSlack:
             **extra,
         }
         return {"ok": True, "user": user}
+
+
+def _flag(value: Any) -> bool:
+    """A boolean Web API argument as Slack reads it ("true", "1", true)."""
+    return value is True or str(value).lower() in ("true", "1")
+
+
+def _ts_arg(args: dict, name: str, default: float) -> float:
+    raw = args.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise SlackError(f"invalid_ts_{name}") from None

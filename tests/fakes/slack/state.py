@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ class Channel:
     pins: list[str] = field(default_factory=list)
     created: int = field(default_factory=lambda: int(time.time()))
     bot_member: bool = True
+    archived: bool = False
+    is_general: bool = False
 
     def to_api(self) -> dict[str, Any]:
         return {
@@ -38,7 +41,8 @@ class Channel:
             "name": self.name,
             "is_channel": True,
             "is_private": False,
-            "is_archived": False,
+            "is_archived": self.archived,
+            "is_general": self.is_general,
             "is_member": self.bot_member,
             "created": self.created,
             "creator": BOT_USER_ID,
@@ -55,18 +59,25 @@ class Message:
     thread_ts: str | None = None
     user: str = BOT_USER_ID
     edits: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] | None = None  # chat.postMessage `metadata` (event_type, event_payload)
+    subtype: str | None = None  # e.g. "channel_archive"
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self, include_metadata: bool = False) -> dict[str, Any]:
         msg: dict[str, Any] = {
             "type": "message",
             "user": self.user,
-            "bot_id": BOT_ID,
             "text": self.text,
             "ts": self.ts,
             "team": TEAM_ID,
         }
+        if self.subtype:
+            msg["subtype"] = self.subtype
+        else:
+            msg["bot_id"] = BOT_ID
         if self.blocks is not None:
             msg["blocks"] = self.blocks
+        if self.metadata is not None and include_metadata:
+            msg["metadata"] = self.metadata
         if self.thread_ts:
             msg["thread_ts"] = self.thread_ts
         if self.edits:
@@ -77,16 +88,23 @@ class Message:
 class SlackState:
     """Channels, messages and ids of one fake workspace."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self.channels: dict[str, Channel] = {}
         self.messages: dict[str, list[Message]] = {}
         self._ts_counter = itertools.count(100)
         self._id_counter = itertools.count(1)
+        self._clock = clock
+        self._last_ts = 0.0
 
     # ids --------------------------------------------------------------
     def next_ts(self) -> str:
-        """Unique, strictly increasing Slack-style timestamps."""
-        return f"1700000000.{next(self._ts_counter):06d}"
+        """Unique, strictly increasing Slack-style timestamps. With a clock they are its time, as
+        Slack's are the time of posting (`oldest`/`latest` in conversations.history compare them
+        with the caller's clock); without one, a fixed base and a counter."""
+        if self._clock is None:
+            return f"1700000000.{next(self._ts_counter):06d}"
+        self._last_ts = max(round(self._clock(), 6), round(self._last_ts + 0.000001, 6))
+        return f"{self._last_ts:.6f}"
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._id_counter):08d}"
@@ -141,10 +159,41 @@ class SlackState:
             raise SlackError("not_in_channel")
         return ch
 
+    def archive(self, channel: str | None) -> Channel:
+        """conversations.archive: what Slack refuses, then the channel archived with its system message."""
+        if channel and channel.startswith("D"):
+            raise SlackError("method_not_supported_for_channel_type")
+        ch = self.channel(channel)
+        if ch.archived:
+            raise SlackError("already_archived")
+        if ch.is_general:
+            raise SlackError("cant_archive_general")
+        if not ch.bot_member:
+            raise SlackError("not_in_channel")
+        ch.archived = True
+        self.messages[ch.id].append(
+            Message(
+                ts=self.next_ts(),
+                channel=ch.id,
+                text=f"<@{BOT_USER_ID}> archived the channel",
+                subtype="channel_archive",
+            )
+        )
+        return ch
+
     # messages ---------------------------------------------------------
-    def post(self, channel: str | None, text: str, blocks=None, thread_ts=None) -> Message:
+    def post(self, channel: str | None, text: str, blocks=None, thread_ts=None, metadata=None) -> Message:
         ch = self.writable_channel(channel)
-        msg = Message(ts=self.next_ts(), channel=ch.id, text=text or "", blocks=blocks, thread_ts=thread_ts or None)
+        if ch.archived:
+            raise SlackError("is_archived")
+        msg = Message(
+            ts=self.next_ts(),
+            channel=ch.id,
+            text=text or "",
+            blocks=blocks,
+            thread_ts=thread_ts or None,
+            metadata=metadata,
+        )
         self.messages[ch.id].append(msg)
         return msg
 

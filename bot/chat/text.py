@@ -1,0 +1,65 @@
+"""Making a person's words safe to repost: shown as typed, never re-parsed into a ping or a link.
+
+Chat text arrives in the platform's own markup (Slack's: a typed ``&``, ``<``, ``>``
+arrive as ``&amp;``, ``&lt;``, ``&gt;``; @channel arrives as ``<!channel>``, a group
+ping as ``<!subteam^S1|@oncall>``, a link as ``<https://x|label>``). Posted back
+verbatim, the markup is parsed again and pings the channel. ``quote`` is applied
+to every piece of user text Firebreak reposts; ``visible`` cleans what is stored.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Bidirectional embeddings/overrides (U+202A-U+202E) and isolates (U+2066-U+2069) reorder what
+# follows them (U+202E then "gpj.exe" reads "exe.jpg"); zero-width characters hide inside words and names.
+_INVISIBLE = re.compile("[\u200b-\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]")
+# The three entities Slack's escaping produces, decoded in one pass so "&amp;lt;" (a typed
+# "&lt;") becomes "&lt;" and not "<".
+_ENTITY = re.compile(r"&(amp|lt|gt);")
+_DECODED = {"amp": "&", "lt": "<", "gt": ">"}
+# A mention of one person as the chat sends it: <@U123> or <@U123|alex> (any id Firebreak itself
+# writes, so text it made and then quotes again keeps its mentions).
+_USER_MENTION = re.compile(r"<@([UW][A-Z0-9_]{1,20})(?:\|[^<>]*)?>")
+
+
+def visible(text: str) -> str:
+    """``text`` without bidirectional controls and zero-width characters."""
+    return _INVISIBLE.sub("", text)
+
+
+def unescape(text: str) -> str:
+    """Slack's three entities decoded, once."""
+    return _ENTITY.sub(lambda m: _DECODED[m.group(1)], text)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def quote(text: str) -> str:
+    """A person's text made inert for reposting: it reads as they typed it and pings nobody.
+
+    Every markup token is shown literally: ``<!channel>``, ``<!here>``, ``<!everyone>``,
+    ``<!subteam^…>`` (group pings), ``<!date^…>``, ``<#C…>`` channel links and ``<https://…|label>``
+    links (so a label can never hide where a link goes). The chat's entities are decoded once
+    and ``&``, ``<``, ``>`` escaped again, so a typed ``&lt;`` stays ``&lt;`` on screen rather than
+    ``&amp;lt;``. Bidirectional controls and zero-width characters are dropped.
+
+    One token stays active: a mention of a single person, ``<@U123>`` (written without its
+    ``|label``). It notifies one named person, not a crowd, and an update such as "<@U123> is
+    rolling back" should reach the person it names; the mass pings are what the chat's own
+    mention rules make dangerous. Only a mention as the chat sent it counts: text typed as
+    ``&lt;@U123&gt;`` stays literal.
+
+    Idempotent: quoting the output again changes nothing.
+    """
+    text = visible(text)
+    out: list[str] = []
+    at = 0
+    for m in _USER_MENTION.finditer(text):
+        out.append(_escape(unescape(text[at : m.start()])))
+        out.append(f"<@{m.group(1)}>")
+        at = m.end()
+    out.append(_escape(unescape(text[at:])))
+    return "".join(out)
