@@ -2,7 +2,8 @@
 
 In this order, each answering a bad request with a 4xx and one log line:
 
-1. the body is read (over aiohttp's ``client_max_size``: 413);
+1. the body is read (over aiohttp's ``client_max_size``: 413); Slack's unsigned
+   ``ssl_check=1`` probe is answered 200 here, touching nothing;
 2. Slack's signature over the raw bytes and a timestamp within five minutes
    (bot/slack/verify.py: 401), before anything parses the body;
 3. the body's shape (bot/slack/shapes.py: 400, or 415 for a content type Slack
@@ -23,6 +24,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qs
 
 from aiohttp import web
 from redis.exceptions import RedisError
@@ -85,6 +87,14 @@ async def _first_delivery(received: Received, digest: str, kind: Kind) -> bool:
         return True
 
 
+def _is_ssl_check(raw: bytes, content_type: str) -> bool:
+    """Slack's `ssl_check=1` form post (no command, no payload): the only unsigned body it sends."""
+    if content_type != "application/x-www-form-urlencoded" or len(raw) > 4096:
+        return False
+    fields = parse_qs(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
+    return fields.get("ssl_check") == ["1"] and "command" not in fields and "payload" not in fields
+
+
 def _already(inbound: Inbound) -> web.Response:
     if inbound.kind is Kind.command:  # the ack is shown to the person who typed it
         return web.json_response({"response_type": "ephemeral", "text": ALREADY})
@@ -101,6 +111,11 @@ def handler(svc: Services, bolt: AsyncApp) -> Callable[[web.Request], Awaitable[
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _refused(request, 413, "body_too_large")
+        if _is_ssl_check(raw, request.content_type):
+            # Slack's certificate probe for a slash command's URL: unsigned by design, answered
+            # 200 as Bolt does, and nothing is read or changed.
+            log.info("slack_ssl_check")
+            return web.Response(status=200)
         if (why := verify.refusal(secret, raw, request.headers, time.time())) is not None:
             return _refused(request, 401, why, len(raw))
         try:

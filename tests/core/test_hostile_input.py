@@ -496,6 +496,17 @@ async def test_signed_but_meaningless_requests_are_answered_and_only_audited(app
     assert '"level": "error"' not in logged.getvalue()
 
 
+async def test_slacks_unsigned_ssl_check_probe_gets_a_200_and_touches_nothing(app, logged):
+    probe = Case("ssl_check", urlencode({"ssl_check": "1", "token": "t"}).encode(), 200, None, headers=_none)
+    assert (await _send(app, probe))[0] == 200
+    # The probe is only the bare form: with a command in it, the body is a request and must be signed.
+    smuggled = urlencode({"ssl_check": "1", "command": "/incident", "text": "declare X", "user_id": "U1"})
+    assert (await _send(app, Case("smuggled", smuggled.encode(), 401, "missing_signature", headers=_none)))[0] == 401
+    assert await app.services.redis.keys("*") == [] and app.slack.calls == []
+    lines = [json.loads(line) for line in logged.getvalue().splitlines() if line.strip()]
+    assert [line["event"] for line in lines] == ["slack_ssl_check", "slack_request_refused"]
+
+
 async def test_url_verification_answers_the_challenge_without_the_store(app):
     status, text, _ = await app.sender.post(
         json.dumps({"token": "t", "challenge": "c-123", "type": "url_verification"}).encode(), JSON
