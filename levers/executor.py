@@ -66,10 +66,7 @@ async def _finish(svc: Services, rec: LeverRequest, state: str, message: str, ok
             actor=rec.requester,
             incident=rec.incident,
             detail={
-                "request": rec.id,
-                "lever": rec.lever,
-                "target": rec.target,
-                "cell": rec.cell,
+                **rec.ids(),
                 "approved_by": rec.approved_by,
                 "message": message,
                 **result,

@@ -90,10 +90,7 @@ def status_line(recs: list[LeverRequest]) -> str | None:
 
 def audit_plan(rec: LeverRequest) -> dict[str, Any]:
     return {
-        "request": rec.id,
-        "lever": rec.lever,
-        "target": rec.target,
-        "cell": rec.cell,
+        **rec.ids(),
         "context": rec.context,
         "plan": rec.plan,
         "pre_state": rec.pre_state,

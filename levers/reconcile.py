@@ -118,10 +118,7 @@ async def settle(svc: Services, req: Request, cmd: LeverSettle, inc: IncidentVie
     return Outcome(
         message=message,
         audit={
-            "request": rec.id,
-            "lever": rec.lever,
-            "target": rec.target,
-            "cell": rec.cell,
+            **rec.ids(),
             "was": rec.state,
             "settled": state,
         },
@@ -212,7 +209,7 @@ async def _executing(
         actor=SYSTEM_ACTOR,
         incident=rec.incident,
         request_id=req.id,
-        detail={"request": rec.id, "lever": rec.lever, "target": rec.target, "cell": rec.cell, **result},
+        detail={**rec.ids(), **result},
     )
     await _tell(svc, rec, message)
     await hooks.grant_used(svc, rec, rec.grant_id)
@@ -272,10 +269,7 @@ async def _undoing(
         incident=rec.incident,
         request_id=req.id,
         detail={
-            "request": rec.id,
-            "lever": rec.lever,
-            "target": rec.target,
-            "cell": rec.cell,
+            **rec.ids(),
             "undone_by": rec.undone_by,
             "resource_version": rv,
             "reconciled": True,

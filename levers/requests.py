@@ -56,6 +56,10 @@ class LeverRequest(BaseModel):
     undone_at: float | None = None
     result: dict[str, Any] = Field(default_factory=dict)  # ok, message, resource_version, verified, reason
 
+    def ids(self) -> dict[str, str]:
+        """What names the request in every audit entry and report about it."""
+        return {"request": self.id, "lever": self.lever, "target": self.target, "cell": self.cell}
+
     @property
     def label(self) -> str:
         where = "fleet" if self.cell == "fleet" else self.cell

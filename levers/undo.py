@@ -131,10 +131,7 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
         actor=actor,
         incident=rec.incident,
         detail={
-            "request": rec.id,
-            "lever": rec.lever,
-            "target": rec.target,
-            "cell": rec.cell,
+            **rec.ids(),
             "patch": ops,
             "resource_version": rv,
             "verified": not left,

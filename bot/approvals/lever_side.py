@@ -195,10 +195,7 @@ async def grant_used(
         incident=where,
         detail={
             "grant": grant_id,
-            "request": rec.id,
-            "lever": rec.lever,
-            "target": rec.target,
-            "cell": rec.cell,
+            **rec.ids(),
             "state": state,
             "outcome": said,
             "security_posted": posted,
