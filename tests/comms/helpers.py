@@ -6,11 +6,38 @@ Open an incident with ``app.declare`` (tests/harness.py); the comms tests' usual
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from tests.harness import RunningApp
 
 TITLE = "Chat latency"
+LEASE = 60  # the scheduler's lease: a dead claimer's job is handed out again after it
+
+
+def kill_at_post(app: RunningApp, match: str, *, landed: bool) -> None:
+    """The next chat.postMessage whose text contains ``match`` kills its caller: before the post
+    reaches Slack (``landed=False``) or after it is in the channel (``landed=True``). The caller sees
+    CancelledError, as a killed task does, so nothing after the call runs (no mark, no ack)."""
+    real = app.services.chat.post
+
+    async def killed(channel: str, text: str, *a: Any, **kw: Any) -> str:
+        if match not in text:
+            return await real(channel, text, *a, **kw)
+        app.services.chat.post = real
+        if landed:
+            await real(channel, text, *a, **kw)
+        raise asyncio.CancelledError()
+
+    app.services.chat.post = killed
+
+
+async def killed_tick(app: RunningApp) -> None:
+    """A scheduler tick whose job is killed mid-way (see kill_at_post)."""
+    with pytest.raises(asyncio.CancelledError):
+        await app.tick()
 
 
 def posts(app: RunningApp, channel: str, prefix: str) -> list[dict[str, Any]]:

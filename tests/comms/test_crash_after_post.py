@@ -19,12 +19,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.clock import ManualClock
-from tests.comms.helpers import TITLE, escalations, reminders
-from tests.comms.test_crash_marks import crash_next_post
+from tests.comms.helpers import LEASE, TITLE, escalations, kill_at_post, killed_tick, reminders
 from tests.conftest import T0, audit_entries
 from tests.fakes.slack import FakeSlack
-
-LEASE = 60
 
 
 @pytest.fixture
@@ -35,30 +32,11 @@ async def slack(clock: ManualClock) -> AsyncIterator[FakeSlack]:
     await fake.stop()
 
 
-def die_after_post(app, match: str) -> None:
-    """The next chat.postMessage whose text contains ``match`` lands, then its caller dies."""
-    real = app.services.chat.post
-
-    async def landed_then_died(channel, text, *a, **kw):
-        ts = await real(channel, text, *a, **kw)
-        if match in text:
-            app.services.chat.post = real
-            raise asyncio.CancelledError()
-        return ts
-
-    app.services.chat.post = landed_then_died
-
-
-async def _dying_tick(app) -> None:
-    with pytest.raises(asyncio.CancelledError):
-        await app.tick()
-
-
 async def test_a_reminder_whose_claimer_died_after_posting_is_not_posted_again(app, clock):
     inc = await app.declare(TITLE, sev=2, cells=())
     clock.set(T0 + 900)
-    die_after_post(app, ":alarm_clock:")
-    await _dying_tick(app)
+    kill_at_post(app, ":alarm_clock:", landed=True)
+    await killed_tick(app)
     assert len(reminders(app, inc.channel_id)) == 1  # it landed; its mark still says "pending"
     clock.advance(LEASE + 1)  # the lease ran out: the scheduler delivers the job again
     await app.tick()
@@ -79,8 +57,8 @@ async def test_an_escalation_whose_claimer_died_after_posting_is_not_posted_agai
     clock.set(T0 + 900)
     await app.tick()
     clock.set(T0 + 1200)
-    die_after_post(app, "overdue")
-    await _dying_tick(app)
+    kill_at_post(app, "overdue", landed=True)
+    await killed_tick(app)
     clock.advance(LEASE + 1)
     await app.tick()
     assert len(escalations(app, inc.channel_id)) == 1
@@ -90,8 +68,8 @@ async def test_the_post_is_found_pages_back_in_a_busy_channel(app, clock):
     """The history is read page by page: 450 messages posted after the reminder push it to page 3."""
     inc = await app.declare(TITLE, sev=2, cells=())
     clock.set(T0 + 900)
-    die_after_post(app, ":alarm_clock:")
-    await _dying_tick(app)
+    kill_at_post(app, ":alarm_clock:", landed=True)
+    await killed_tick(app)
     for i in range(450):
         app.slack.state.post(inc.channel_id, f"chatter {i}")
     clock.advance(LEASE + 1)
@@ -106,7 +84,7 @@ async def test_a_claimer_that_died_before_its_post_landed_still_gets_the_post_ma
     inc = await app.declare(TITLE, sev=2, cells=())
     app.slack.state.post(inc.channel_id, "an older, unmarked message")
     clock.set(T0 + 900)
-    crash_next_post(app, ":alarm_clock:")  # dies before the post
+    kill_at_post(app, ":alarm_clock:", landed=False)  # dies before the post
     with pytest.raises(asyncio.CancelledError):
         await app.tick()
     assert reminders(app, inc.channel_id) == []
@@ -120,8 +98,8 @@ async def test_a_handoff_nudge_whose_claimer_died_after_posting_is_not_posted_ag
     inc = await app.declare(TITLE, sev=2, cells=())
     await app.run("handoff ic <@UNEW>", channel=inc.channel_id)
     clock.set(T0 + 600)
-    die_after_post(app, ":hourglass:")
-    await _dying_tick(app)
+    kill_at_post(app, ":hourglass:", landed=True)
+    await killed_tick(app)
     clock.advance(LEASE + 1)
     await app.tick()
     assert len([m for m in app.slack.messages(inc.channel_id) if m["text"].startswith(":hourglass:")]) == 1

@@ -7,40 +7,16 @@ no dedupe "done", no scheduler ack). The next delivery must post, once.
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
-
-from tests.comms.helpers import TITLE, escalations, reminders
+from tests.comms.helpers import LEASE, TITLE, escalations, kill_at_post, killed_tick, reminders
 from tests.comms.test_secrets import _msg, _warnings
 from tests.conftest import T0, audit_entries
-
-LEASE = 60  # the scheduler's lease: a dead claimer's job is handed out again after it
-
-
-def crash_next_post(app, match: str) -> None:
-    """The next chat.postMessage whose text contains ``match`` dies mid-call."""
-    real = app.services.chat.post
-
-    async def dying(channel, text, *a, **kw):
-        if match in text:
-            app.services.chat.post = real
-            raise asyncio.CancelledError()
-        return await real(channel, text, *a, **kw)
-
-    app.services.chat.post = dying
-
-
-async def _crashing_tick(app) -> None:
-    with pytest.raises(asyncio.CancelledError):
-        await app.tick()
 
 
 async def test_reminder_redelivered_after_a_crash_mid_post_is_posted_once(app, clock):
     inc = await app.declare(TITLE, sev=2, cells=())
     clock.set(T0 + 900)
-    crash_next_post(app, ":alarm_clock:")
-    await _crashing_tick(app)
+    kill_at_post(app, ":alarm_clock:", landed=False)
+    await killed_tick(app)
     assert reminders(app, inc.channel_id) == []
     clock.advance(LEASE - 1)
     await app.tick()  # still leased to the dead process
@@ -61,8 +37,8 @@ async def test_escalation_redelivered_after_a_crash_mid_post_is_posted_once(app,
     clock.set(T0 + 900)
     await app.tick()
     clock.set(T0 + 1200)
-    crash_next_post(app, "overdue")
-    await _crashing_tick(app)
+    kill_at_post(app, "overdue", landed=False)
+    await killed_tick(app)
     assert escalations(app, inc.channel_id) == []
     clock.advance(LEASE + 1)
     await app.tick()
@@ -73,8 +49,8 @@ async def test_handoff_nudge_redelivered_after_a_crash_mid_post_is_posted_once(a
     inc = await app.declare(TITLE, sev=2, cells=())
     await app.run("handoff ic <@UNEW>", channel=inc.channel_id)
     clock.set(T0 + 600)
-    crash_next_post(app, ":hourglass:")
-    await _crashing_tick(app)
+    kill_at_post(app, ":hourglass:", landed=False)
+    await killed_tick(app)
     clock.advance(LEASE + 1)
     await app.tick()
     assert len([m for m in app.slack.messages(inc.channel_id) if m["text"].startswith(":hourglass:")]) == 1
@@ -83,7 +59,7 @@ async def test_handoff_nudge_redelivered_after_a_crash_mid_post_is_posted_once(a
 async def test_secret_event_whose_processing_died_is_handled_on_slacks_retry(app, clock):
     inc = await app.declare(TITLE, sev=2, cells=())
     event = _msg(inc.channel_id, "key: AKIAIOSFODNN7EXAMPLE")
-    crash_next_post(app, ":warning:")
+    kill_at_post(app, ":warning:", landed=False)
     await app.sender.event(event, event_id="EvCrash")
     await app.drain()  # the processing died: nothing was posted
     assert _warnings(app, inc.channel_id) == []
