@@ -14,7 +14,7 @@ import pytest
 
 from bot.incidents.store import repo
 from bot.store import Keys
-from tests.comms.test_crash_marks import LEASE, crash_next_post
+from tests.comms.helpers import LEASE, kill_at_post
 from tests.comms.test_secrets import _msg, _warnings
 from tests.conftest import audit_entries
 from tests.core.helpers import CAROL, IC, TITLE
@@ -101,7 +101,7 @@ async def test_an_event_replayed_byte_for_byte_is_dropped_but_slacks_retry_is_no
     inc = await app.declare(TITLE, sev=2, cells=())
     body = event_body(_msg(inc.channel_id, "key: AKIAIOSFODNN7EXAMPLE"), "EvReplay")
     headers = {"Content-Type": JSON, **sign(body, app.sender.secret)}
-    crash_next_post(app, ":warning:")  # the first delivery's processing dies
+    kill_at_post(app, ":warning:", landed=False)  # the first delivery's processing dies
     async with aiohttp.ClientSession() as s:
         async with s.post(app.sender.url, data=body, headers=headers) as resp:
             assert resp.status == 200
