@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     kubeconfig: Path | None = None
     prometheus_url: str | None = None
+    # PEM CA bundle that signed Prometheus's certificate. TLS is always verified (when unset,
+    # against requests' default bundle), since Prometheus's answer gates route-weight's moves.
+    prometheus_ca_file: Path | None = None
     firebreak_policy_dir: Path | None = None
     alertmanager_token: SecretStr | None = None
     firebreak_stakeholder_channel: str | None = None
@@ -42,6 +45,11 @@ class Settings(BaseSettings):
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)")
         return v or None
+
+    @field_validator("prometheus_ca_file", mode="before")
+    @classmethod
+    def _unset_if_empty(cls, v: object) -> object:
+        return v or None  # PROMETHEUS_CA_FILE= (empty) means unset, not the current directory
 
     @field_validator("slack_api_url")
     @classmethod

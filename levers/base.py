@@ -19,7 +19,7 @@ from bot.chat import quote
 from bot.core.services import Services
 from bot.policy.levers import LeversPolicy
 from levers.kube import CellClient
-from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, read
+from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
 
 P = TypeVar("P", bound=BaseModel)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -37,12 +37,18 @@ class NoParams(BaseModel):
 class Kind:
     kind: str
     group: str
-    version: str
+    version: str  # the newest version Firebreak speaks
     plural: str
     namespaced: bool
+    older: tuple[str, ...] = ()  # older versions it also speaks, newest first (a cluster may serve only those)
 
-    def path(self, target: Target, sub: str | None = None) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.older)
+
+    def path(self, target: Target, sub: str | None = None, version: str | None = None) -> str:
+        v = version or self.version
+        base = f"/apis/{self.group}/{v}" if self.group else f"/api/{v}"
         ns = f"/namespaces/{target.namespace}" if self.namespaced else ""
         return f"{base}{ns}/{self.plural}/{target.name}" + (f"/{sub}" if sub else "")
 
@@ -52,6 +58,35 @@ class Kind:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
+# kubectl's names for the kinds levers act on and for those people mistake them for: plural, singular
+# and short names as each API's discovery lists them (the CRDs' shortNames); the lowercase kind also goes.
+_KIND_NAMES: dict[str, tuple[str, ...]] = {
+    "Node": ("nodes", "node", "no"),
+    "Pod": ("pods", "pod", "po"),
+    "ConfigMap": ("configmaps", "configmap", "cm"),
+    "Namespace": ("namespaces", "namespace", "ns"),
+    "Service": ("services", "service", "svc"),
+    "Deployment": ("deployments", "deployment", "deploy"),
+    "StatefulSet": ("statefulsets", "statefulset", "sts"),
+    "DaemonSet": ("daemonsets", "daemonset", "ds"),
+    "ReplicaSet": ("replicasets", "replicaset", "rs"),
+    "Job": ("jobs", "job"),
+    "JobSet": ("jobsets", "jobset"),
+    "ClusterQueue": ("clusterqueues", "clusterqueue", "cq"),
+    "LocalQueue": ("localqueues", "localqueue", "lq"),
+    "Workload": ("workloads", "workload", "kwl", "kueueworkload", "kueueworkloads"),
+    "ScaledObject": ("scaledobjects", "scaledobject", "so"),
+    "Rollout": ("rollouts", "rollout", "ro"),
+    "HTTPRoute": ("httproutes", "httproute"),
+}
+
+
+def kind_named(word: str) -> str | None:
+    """The Kind a kubectl-style resource word means (`no`, `nodes`, `clusterqueues.kueue.x-k8s.io`), or None."""
+    w = word.lower().split(".", 1)[0]  # `plural.group` names the same kind as `plural`
+    return next((k for k, names in _KIND_NAMES.items() if w == k.lower() or w in names), None)
+
+
 @dataclass(frozen=True)
 class Target:
     namespace: str | None
@@ -59,17 +94,38 @@ class Target:
 
     @classmethod
     def parse(cls, text: str, namespaced: bool, kind: str) -> Target:
-        ns, sep, name = text.strip().rpartition("/")
-        if namespaced and not sep:
-            raise LeverRefusal(f"A {kind} lives in a namespace: give the target as `<namespace>/<name>`.")
-        if not namespaced and sep:
-            raise LeverRefusal(f"A {kind} is cluster-scoped: give just its name, without a namespace.")
-        for part in ([ns] if sep else []) + [name]:
+        """`<namespace>/<name>` or `<name>`, or kubectl-style with the kind: `<namespace>/<kind>/<name>`
+        (namespaced), `<kind>/<name>` (cluster-scoped). A kind other than the lever's own is refused."""
+        parts = text.strip().split("/")
+        word = kind.lower()
+        shape = (
+            f"`<namespace>/<name>` (or `<namespace>/{word}/<name>`)" if namespaced else f"`<name>` (or `{word}/<name>`)"
+        )
+        if len(parts) == (3 if namespaced else 2):
+            said = parts[-2]
+            named = kind if said.lower().split(".", 1)[0] == word else kind_named(said)
+            if named is None and namespaced:
+                raise LeverRefusal(
+                    f"`{quote(said[:60])}` is not a kind Firebreak knows; this lever acts on a {kind}: "
+                    f"give the target as {shape}."
+                )
+            if named is not None and named != kind:
+                raise LeverRefusal(
+                    f"`{quote(text.strip()[:120])}` is a {named}, but this lever acts on a {kind}: "
+                    f"give the {kind} as {shape}."
+                )
+            if named == kind:
+                parts = [*parts[:-2], parts[-1]]
+        if namespaced and len(parts) != 2:
+            raise LeverRefusal(f"A {kind} lives in a namespace: give the target as {shape}.")
+        if not namespaced and len(parts) != 1:
+            raise LeverRefusal(f"A {kind} is cluster-scoped: give {shape}, without a namespace.")
+        for part in parts:
             if not _NAME.match(part):
                 raise LeverRefusal(
                     f"`{quote(part[:60])}` is not a Kubernetes name (lowercase letters, digits, - and .)."
                 )
-        return cls(ns or None, name)
+        return cls(parts[0] if namespaced else None, parts[-1])
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
@@ -88,6 +144,7 @@ class Ctx:
     target: Target
     params: BaseModel
     requester: str
+    version: str | None = None  # the kind's version this cluster serves (levers.base.version_of)
     scratch: dict[str, Any] = field(default_factory=dict)  # facts found while planning (for checks)
     # With an approved budget override, budget breaches are recorded here instead of refused.
     budget_override: bool = False
@@ -119,7 +176,19 @@ class Lever(ABC):
     not_reversible_why: ClassVar[str] = ""
 
     def path(self, ctx: Ctx, sub: str | None = None) -> str:
-        return self.kind.path(ctx.target, sub)
+        return self.kind.path(ctx.target, sub, ctx.version)
+
+    def object_path(self, ctx: Ctx, plan: Plan) -> str:
+        """Where the plan's changes live: the target, or the object the lever acts through (plan.path)."""
+        return plan.path or self.path(ctx)
+
+    def undo_ops(self, changes: dict[str, Any], pre_state: dict[str, Any], current: dict[str, Any]) -> list[Any]:
+        """The guarded JSON patch that puts back what this lever changed in `current`."""
+        return restore_ops(changes, pre_state, current)
+
+    def not_restored(self, changes: dict[str, Any], pre_state: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+        """Pointers the lever changed that `obj` does not (yet) show restored."""
+        return [p for p, v in pre_state.items() if p in changes and not p.startswith("/status/") and read(obj, p) != v]
 
     def accepts(self, policy: LeversPolicy, target: Target, params: BaseModel) -> None:
         """Checks needing no API call (done before anything is read). Raises LeverRefusal."""
@@ -160,6 +229,19 @@ class Lever(ABC):
         )
 
 
+async def version_of(kind: Kind, kube: CellClient) -> str:
+    """The newest version of `kind` the cluster serves (asks discovery only when there is a choice)."""
+    if not kind.older:
+        return kind.version
+    served = await kube.served_version(kind.group, kind.versions, kind.plural)
+    if served is None:
+        raise LeverRefusal(
+            f"{kind.kind} ({kind.group}) is not served by this cluster in any version Firebreak speaks "
+            f"({', '.join(kind.versions)}): is it installed there?"
+        )
+    return served
+
+
 def params_as(params: BaseModel, model: type[P]) -> P:
     if not isinstance(params, model):
         raise TypeError(f"expected {model.__name__} params, got {type(params).__name__}")
@@ -177,5 +259,5 @@ def params_of(lever: Lever, raw: dict[str, Any]) -> BaseModel:
             msg = "not a parameter of this lever"
         elif err["type"] == "missing":
             msg = "required"
-        usage = f" Usage: `/incident lever {lever.name} <target> [--cell C] {lever.usage}`".rstrip()
+        usage = f" Usage: `/incident lever {lever.name} <target> [--cell C]{' ' + lever.usage if lever.usage else ''}`"
         raise LeverRefusal(f"`{quote(where)}`: {msg}.{usage}") from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.core.services import Services
-from levers.base import Ctx, Target, params_of
+from levers.base import Ctx, Target, params_of, version_of
 from levers.catalogue import LEVERS
 from levers.kube import kube_for
 from levers.requests import LeverRequest
@@ -23,5 +23,6 @@ async def for_record(svc: Services, rec: LeverRequest) -> Ctx:
         target=target,
         params=params_of(lever, rec.params),
         requester=rec.requester,
+        version=await version_of(lever.kind, client),
         budget_override=rec.budget_override,
     )

@@ -120,15 +120,16 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             svc, rec, "failed", messages.failed(rec, f"{e}".rstrip(".") + "; nothing changed"), False, reason=str(e)
         )
     except KubeError as e:
+        why = messages.api_error(e)
         return await _finish(
-            svc, rec, "failed", messages.failed(rec, f"{e}; nothing changed"), False, reason=str(e), code=e.code
+            svc, rec, "failed", messages.failed(rec, f"{why}; nothing changed"), False, reason=why, code=e.code
         )
     try:
         plan, resp = await apply_plan(lever, ctx, plan)
     except (NotApplied, Changed) as e:
         await lever.release(ctx, plan)
         err = e.error if isinstance(e, NotApplied) else None
-        text = f"{err}; {e.note}" if isinstance(e, NotApplied) else str(e).rstrip(".")
+        text = f"{messages.api_error(e.error)}; {e.note}" if isinstance(e, NotApplied) else str(e).rstrip(".")
         return await _finish(
             svc, rec, "failed", messages.failed(rec, text), False, reason=text, code=err.code if err else None
         )
@@ -167,12 +168,12 @@ async def _record(
         },
     )
     try:
-        after = await ctx.kube.get(lever.path(ctx))
+        after = await ctx.kube.get(lever.object_path(ctx, plan))
         verdict = await lever.verify(ctx, plan, after)
         rv = (after.get("metadata") or {}).get("resourceVersion")
     except KubeError as e:
         verdict, rv = None, None
-        text = f"could not read it back ({e})"
+        text = f"could not read it back ({messages.api_error(e)})"
     ok = bool(verdict and verdict.ok)
     text = verdict.text if verdict else text
     # Applied but not verified is still `done` (the write landed; undo applies), yet not a success.

@@ -1,29 +1,81 @@
 """Receiving cells' headroom: TTFT SLO burn over 1h from Prometheus, fail closed.
 
-prometheus-api-client is synchronous, so each query runs in a worker thread.
-Queries are evaluated at the injected clock's now.
+The query goes through bot.prom, the app's Prometheus client. It calls Prometheus's HTTP API with
+requests (the library prometheus-api-client wraps) because the answer's resultType and Prometheus's
+own error text matter here: a scalar is one figure, a string or range vector is refused by name, a
+rejected query says why. TLS is always verified (PROMETHEUS_CA_FILE names a private CA): this answer
+decides whether traffic moves, so an unauthenticated endpoint must not be able to say "healthy".
+Each query runs in a worker thread, off the event loop. Queries are evaluated at the injected
+clock's now.
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
 from string import Template
-from typing import Any
-
-from prometheus_api_client import PrometheusConnect
-from urllib3.util.retry import Retry
 
 from bot import logs
 from bot.core.services import Services
+from bot.prom import Failed, Matrix, Prometheus, Result, Scalar, Text, Vector, Why
 from levers.base import LeverRefusal
 
 log = logs.get(__name__)
 
+_FAIL_CLOSED = "route-weight refuses without it (fail closed). Nothing changed."
 
-def _query(url: str, promql: str, at: float, timeout: float) -> list[dict[str, Any]]:
-    pc = PrometheusConnect(url, disable_ssl=True, retry=Retry(total=0))
-    rows: list[dict[str, Any]] = pc.custom_query(promql, params={"time": at}, timeout=timeout)
-    return rows
+
+class _NoFigure(Exception):
+    """Prometheus answered, but not with a number for the cell; the message says why."""
+
+
+def _figures(got: Vector | Scalar | Matrix | Text) -> list[float]:
+    """The numbers in an instant query's answer: one per series of a vector, or the scalar."""
+    if isinstance(got, Vector):
+        return got.values
+    if isinstance(got, Scalar):
+        return [got.value]
+    what = "a range vector" if isinstance(got, Matrix) else "a string"
+    raise _NoFigure(f"the headroom query returns {what}, not a number per cell (an instant vector or a scalar)")
+
+
+def _unusable(failed: Failed) -> str | None:
+    """Why Prometheus's answer is no figure, in the headroom check's words (None: it was not reached)."""
+    match failed.why:
+        case Why.CA_FILE:
+            return failed.detail
+        case Why.NOT_JSON:
+            return f"Prometheus answered HTTP {failed.status} without the query API's JSON"
+        case Why.REJECTED:
+            return f"Prometheus rejected the headroom query ({failed.detail})"
+        case Why.HTTP:
+            return f"Prometheus answered HTTP {failed.status} ({failed.detail or 'no error text'})"
+        case Why.MALFORMED:
+            return "Prometheus's answer to the headroom query is not the query API's JSON"
+        case _:
+            return None
+
+
+def _values(cell: str, got: Result) -> list[float]:
+    """The figures for ``cell``, or LeverRefusal saying why there are none."""
+    if isinstance(got, Failed):
+        unusable = _unusable(got)
+        if unusable is not None:
+            log.warning("headroom_query_unusable", cell=cell, reason=unusable)
+            raise LeverRefusal(f"No headroom figure for {cell}: {unusable}; {_FAIL_CLOSED}")
+        if got.why is Why.TLS:
+            log.warning("headroom_tls_refused", cell=cell, reason=got.detail)
+            raise LeverRefusal(
+                f"Prometheus's TLS certificate is not trusted ({got.detail}); set PROMETHEUS_CA_FILE "
+                f"to the CA that signed it. The headroom check can't run, so {_FAIL_CLOSED}"
+            )
+        # Unreachable or timed out: any failure to get the figure means "no headroom known".
+        log.warning("headroom_query_failed", cell=cell, error=got.detail)
+        raise LeverRefusal(f"Prometheus can't be reached for the headroom check ({got.detail}); {_FAIL_CLOSED}")
+    try:
+        return _figures(got)
+    except _NoFigure as exc:
+        log.warning("headroom_query_unusable", cell=cell, reason=str(exc))
+        raise LeverRefusal(f"No headroom figure for {cell}: {exc}; {_FAIL_CLOSED}") from None
 
 
 async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float]:
@@ -34,31 +86,29 @@ async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float]:
         raise LeverRefusal(
             "Headroom check needs Prometheus and PROMETHEUS_URL is not set; route-weight refuses without it."
         )
+    prom = Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=pol.timeout_seconds)
     out: dict[str, float] = {}
     for cell in cells:
         promql = Template(pol.query).safe_substitute(cell=cell)
-        try:
-            rows = await asyncio.to_thread(_query, url, promql, svc.clock.now(), pol.timeout_seconds)
-        except Exception as exc:  # noqa: BLE001 - any failure to get the figure means "no headroom known"
-            log.warning("headroom_query_failed", cell=cell, error=type(exc).__name__)
-            raise LeverRefusal(
-                f"Prometheus can't be reached for the headroom check ({type(exc).__name__}); "
-                "route-weight refuses without it (fail closed). Nothing changed."
-            ) from None
-        values = [float(r["value"][1]) for r in rows if r.get("value")]
+        values = _values(cell, await prom.query(promql, svc.clock.now()))
         if not values:
             raise LeverRefusal(
                 f"Prometheus has no TTFT data for receiving cell {cell}; can't confirm headroom, so nothing changed."
             )
-        out[cell] = max(values)
+        # NaN (e.g. no requests in the window) must not hide behind max(): it counts as hot.
+        out[cell] = math.nan if any(math.isnan(v) for v in values) else max(values)
     return out
+
+
+def _burn(b: float) -> str:
+    return "NaN" if math.isnan(b) else f"{b:.2f}x"
 
 
 async def check(svc: Services, cells: list[str]) -> str:
     """A line with the figures when every cell is below the threshold, else LeverRefusal with them."""
     limit = svc.policy.levers.headroom.max_burn
     burns = await burn_rates(svc, cells)
-    figures = ", ".join(f"{c} {b:.2f}x" for c, b in burns.items())
+    figures = ", ".join(f"{c} {_burn(b)}" for c, b in burns.items())
     hot = [c for c, b in burns.items() if not b < limit]  # NaN counts as hot
     if hot:
         raise LeverRefusal(

@@ -1,31 +1,61 @@
 """Kubernetes access: one ApiClient per kube context, created lazily, one pool per app (svc.part).
 
 A lever only ever gets the client of its own cell's context, so it cannot
-touch another cell. Every call carries the plan's exact content type.
+touch another cell. Every call carries the plan's exact content type; every
+write names the field manager `firebreak`.
+
+Credentials work as kubectl's do: exec plugins (client.authentication.k8s.io
+ExecCredential), token and tokenFile users. kubernetes_asyncio loads them once
+and never again for an existing client, so this module re-loads the context
+from the kubeconfig when an exec credential passes its expirationTimestamp, and
+once on a 401, then retries the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
-from dataclasses import dataclass
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config.kube_config import KubeConfigLoader
+from kubernetes_asyncio.config.config_exception import ConfigException
+from kubernetes_asyncio.config.dateutil import parse_rfc3339
+from kubernetes_asyncio.config.exec_provider import ExecProvider
+from kubernetes_asyncio.config.kube_config import FileOrData, KubeConfigLoader
 
 from bot import logs
 from bot.core.services import Services
+from bot.redact import scrub_text
 from levers.plan import ApiCall
 
 log = logs.get(__name__)
 
+FIELD_MANAGER = "firebreak"  # what GitOps controllers and managedFields show as the writer
+ATTEMPTS = 3  # per call, the first included
+BACKOFF = 0.25  # seconds before the 2nd attempt, doubled for the 3rd; jittered so clients don't retry in step
+RETRY_AFTER_CAP = 5.0  # a longer Retry-After is not waited out: the call fails now instead of retrying early
+_READ_RETRY = frozenset({429, 500, 502, 503, 504})
+_MANAGED_WRITES = frozenset({"PATCH", "POST", "PUT"})  # DeleteOptions has no fieldManager
+CREDENTIAL_TIMEOUT = 30.0  # an exec plugin (aws eks get-token, gke-gcloud-auth-plugin) may fetch from a cloud API
+# Refresh an exec credential this long before it lapses, so a call does not leave with a token about to die.
+EXPIRY_MARGIN = timedelta(seconds=10)
+DISCOVERY_TTL = 300.0  # seconds; a CRD installed or upgraded later is seen after this
+PAGE = 500  # items per list page (kubectl's chunk size)
+
+Loaded = tuple[Configuration, datetime | None]  # a context's client settings, the exec credential's expiry
+
 
 class KubeError(Exception):
-    """An API call failed. `code` is the HTTP status (None for a timeout or no connection)."""
+    """An API call failed. `code` is the HTTP status (None for a timeout, no connection or bad credentials)."""
 
     def __init__(self, code: int | None, reason: str, message: str, causes: list[str] | None = None) -> None:
         super().__init__(message)
@@ -50,6 +80,8 @@ class KubeError(Exception):
         return self.reason == "Timeout" and self.code is None
 
     def __str__(self) -> str:
+        if self.reason == "Credentials":
+            return self.message  # it names itself: "kube credentials for context `X` failed: ..."
         head = f"{self.code} {self.reason}" if self.code else self.reason
         return f"{head}: {self.message}" if self.message else head
 
@@ -72,21 +104,123 @@ def read_kubeconfig(kubeconfig: Path | None) -> dict[str, Any]:
     """The parsed file ({} when absent). Blocking: call it through asyncio.to_thread."""
     if kubeconfig is None or not Path(kubeconfig).is_file():
         return {}
-    return yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8")) or {}
+    doc = yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8")) or {}
+    if not isinstance(doc, dict):
+        raise ConfigException("the kubeconfig is not a YAML mapping")
+    return doc
 
 
 def contexts_of(doc: dict[str, Any]) -> list[str]:
-    return [c.get("name") for c in doc.get("contexts") or [] if c.get("name")]
+    return [str(c["name"]) for c in doc.get("contexts") or [] if isinstance(c, dict) and c.get("name")]
+
+
+# ----------------------------------------------------------------- credentials
+
+# What loading a context can raise: the library's own ConfigException, and what its file and
+# subprocess handling lets through (a missing plugin binary is an OSError, a malformed stanza a
+# KeyError/TypeError, a context naming no cluster an AssertionError).
+_LOAD_ERRORS = (
+    ConfigException,
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    AssertionError,
+    RuntimeError,
+    yaml.YAMLError,
+    TimeoutError,
+)
+
+
+def credentials_error(context: str, exc: BaseException) -> KubeError:
+    """One line, no traceback, secrets scrubbed (a plugin's stderr is quoted in its ConfigException)."""
+    if isinstance(exc, TimeoutError):
+        why = f"no credentials within {CREDENTIAL_TIMEOUT:g}s (exec plugin or token issuer not answering)"
+    else:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        why = scrub_text(first)[:200] or type(exc).__name__
+    log.warning("kube_credentials_failed", context=context, error=why)
+    return KubeError(None, "Credentials", f"kube credentials for context `{context}` failed: {why}")
+
+
+def _take_exec_status(loader: KubeConfigLoader, status: dict[str, Any]) -> datetime | None:
+    """What KubeConfigLoader.load_from_exec_plugin does with the plugin's answer, minus running it.
+    Blocking (client certificate data goes to temp files): run in a thread."""
+    if "token" in status:
+        loader.token = f"Bearer {status['token']}"
+    elif "clientCertificateData" in status and "clientKeyData" in status:
+        base = loader._get_base_path(None)
+        for attr, key in (("cert_file", "clientCertificateData"), ("key_file", "clientKeyData")):
+            setattr(
+                loader,
+                attr,
+                FileOrData(
+                    status,
+                    None,
+                    data_key_name=key,
+                    file_base_path=base,
+                    base64_file_content=False,
+                    temp_file_path=loader._temp_file_path,
+                ).as_file(),
+            )
+    else:
+        raise ConfigException("exec: the plugin returned neither a token nor a client certificate and key")
+    stamp = status.get("expirationTimestamp")
+    return parse_rfc3339(stamp) if stamp else None
+
+
+def _finish(loader: KubeConfigLoader, cfg: Configuration, status: dict[str, Any] | None) -> datetime | None:
+    """The blocking part of loading a context (token files, certificate files, temp files for *-data):
+    run in a thread. `status` is the exec plugin's answer, when the user has one."""
+    expiry = None
+    if status is not None:
+        expiry = _take_exec_status(loader, status)
+    elif loader.provider:
+        # Legacy gcp/oidc auth-providers: the library's own code, on this thread's event loop.
+        asyncio.run(loader._load_authentication())
+    elif loader._user is not None and not loader._load_user_token():  # token, else tokenFile (read now)
+        loader._load_user_pass_token()
+    loader._load_cluster_info()
+    loader._set_config(cfg)
+    return expiry
+
+
+async def _configure(kubeconfig: Path, doc: dict[str, Any], context: str) -> Loaded:
+    loader = KubeConfigLoader(config_dict=doc, active_context=context, config_base_path=str(kubeconfig.parent))
+    user = loader._user
+    status = None
+    if not loader.provider and user is not None and "exec" in user:
+        # kubernetes_asyncio runs the plugin as an asyncio subprocess: on the loop, and cancellable.
+        status = await ExecProvider(user["exec"]).run()
+    cfg = type.__call__(Configuration)  # a fresh one, not a copy of the process-wide default
+    expiry = await asyncio.to_thread(_finish, loader, cfg, status)
+    return cfg, expiry
+
+
+async def load_context(kubeconfig: Path, context: str, doc: dict[str, Any] | None = None) -> Loaded:
+    """The context's client settings, freshly loaded as kubectl would (exec plugin run, token files read).
+    Any failure is KubeError(None, "Credentials", ...)."""
+    try:
+        if doc is None:
+            doc = await asyncio.to_thread(read_kubeconfig, kubeconfig)
+            if context not in contexts_of(doc):
+                raise ConfigException(f"context `{context}` is no longer in {kubeconfig}")
+        return await asyncio.wait_for(_configure(kubeconfig, doc, context), CREDENTIAL_TIMEOUT)
+    except _LOAD_ERRORS as e:
+        raise credentials_error(context, e) from None
+
+
+def _transport(cfg: Configuration) -> tuple[Any, ...]:
+    """What the ApiClient's session is built from (TLS files, server): a change needs a new client."""
+    return (cfg.host, cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file, cfg.verify_ssl, cfg.tls_server_name, cfg.proxy)
+
+
+# ----------------------------------------------------------------- calls
 
 
 def _error(code: int, reason: str | None, raw: bytes) -> KubeError:
     """The apiserver's Status (reason, message) when it sent one."""
-    try:
-        status = json.loads(raw or b"{}")
-    except ValueError:
-        status = {}
-    if not isinstance(status, dict):
-        status = {}
+    status = _status(raw)
     message = status.get("message") or raw.decode("utf-8", "replace").strip()
     details = status.get("details")
     if not isinstance(details, dict):
@@ -95,11 +229,58 @@ def _error(code: int, reason: str | None, raw: bytes) -> KubeError:
     return KubeError(code, status.get("reason") or reason or "Error", str(message)[:400], causes)
 
 
+def _status(raw: bytes) -> dict[str, Any]:
+    try:
+        status = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def retry_after(headers: Mapping[str, str], raw: bytes) -> float | None:
+    """Seconds the server asked us to wait: the Retry-After header (seconds or an HTTP date), else the
+    Status's details.retryAfterSeconds (the apiserver sets both on 429s and some 5xx)."""
+    value = headers.get("Retry-After")
+    if value:
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    details = _status(raw).get("details")
+    seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+    return float(seconds) if isinstance(seconds, int) and seconds >= 0 else None
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential, half of it jittered: many clients failing together do not come back together."""
+    full = BACKOFF * 2.0 ** (attempt - 1)
+    return full / 2 + random.uniform(0, full / 2)
+
+
+@dataclass
+class _Answer:
+    status: int
+    reason: str | None
+    raw: bytes
+    headers: Mapping[str, str]
+
+
 @dataclass
 class CellClient:
     context: str
     api: ApiClient
     timeout: float
+    # Loads this context's credentials afresh (Kube gives it; a client without one never refreshes).
+    reload: Callable[[], Awaitable[Loaded]] | None = None
+    expiry: datetime | None = None  # the exec credential's expirationTimestamp, if it gave one
+    _generation: int = field(default=0, init=False, repr=False)  # bumped per credential reload
+    _reloading: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _retired: list[ApiClient] = field(default_factory=list, init=False, repr=False)
+    _discovery: dict[str, tuple[float, dict[str, Any] | None]] = field(default_factory=dict, init=False, repr=False)
 
     async def call(
         self,
@@ -108,16 +289,79 @@ class CellClient:
         content_type: str | None = None,
         body: Any = None,
         query: dict[str, str] | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
+        """One API call, retried where that is safe: reads on 429/5xx/timeout/no connection, writes on 429
+        only (the server did not run them). A 401 reloads the credentials once and tries again."""
+        method = method.upper()
+        read = method in ("GET", "HEAD")
+        q = dict(query or {})
+        if method in _MANAGED_WRITES:
+            q["fieldManager"] = FIELD_MANAGER
+        if dry_run and not read:
+            q["dryRun"] = "All"
+        retry_on = _READ_RETRY if read else frozenset({429})
+        refreshed = False
+        attempt = 1
+        while True:
+            await self._fresh()
+            generation = self._generation
+            try:
+                ans = await self._roundtrip(method, path, content_type, body, q)
+            except KubeError as e:
+                if not read or attempt >= ATTEMPTS:
+                    raise
+                await self._pause(method, path, attempt, _backoff(attempt), e.reason)
+                attempt += 1
+                continue
+            if 200 <= ans.status < 300:
+                return json.loads(ans.raw) if ans.raw else {}
+            if ans.status == 401 and self.reload is not None:
+                if refreshed:
+                    raise KubeError(
+                        401,
+                        "Unauthorized",
+                        f"credentials for context `{self.context}` were refused even after refreshing them: "
+                        "check the kubeconfig user (exec plugin, token or tokenFile)",
+                    )
+                refreshed = True
+                log.info("kube_unauthorized_refreshing", context=self.context, method=method, path=path)
+                await self._refresh(generation)
+                continue  # not counted as an attempt: the server did not run it
+            if ans.status in retry_on and attempt < ATTEMPTS:
+                asked = retry_after(ans.headers, ans.raw)
+                if asked is None or asked <= RETRY_AFTER_CAP:
+                    delay = asked if asked is not None else _backoff(attempt)
+                    await self._pause(method, path, attempt, delay, str(ans.status))
+                    attempt += 1
+                    continue
+            raise _error(ans.status, ans.reason, ans.raw)
+
+    async def _pause(self, method: str, path: str, attempt: int, delay: float, why: str) -> None:
+        log.warning(
+            "kube_retry",
+            context=self.context,
+            method=method,
+            path=path,
+            attempt=attempt,
+            of=ATTEMPTS,
+            error=why,
+            wait=round(delay, 2),
+        )
+        await asyncio.sleep(delay)
+
+    async def _roundtrip(
+        self, method: str, path: str, content_type: str | None, body: Any, query: dict[str, str]
+    ) -> _Answer:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
 
-        async def roundtrip() -> tuple[int, str | None, bytes]:
+        async def once() -> _Answer:
             resp = await self.api.call_api(
                 path,
                 method,
-                query_params=list((query or {}).items()),
+                query_params=list(query.items()),
                 header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
@@ -125,26 +369,132 @@ class CellClient:
                 _request_timeout=self.timeout,
             )
             try:
-                return resp.status, resp.reason, await resp.read()
+                return _Answer(resp.status, resp.reason, await resp.read(), resp.headers)
             finally:
                 resp.release()
 
         try:
             # aiohttp's own timeout covers the request; wait_for is the backstop for a stuck read.
-            status, reason, raw = await asyncio.wait_for(roundtrip(), self.timeout + 1)
+            return await asyncio.wait_for(once(), self.timeout + 1)
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise KubeError(None, "Timeout", f"no answer within {self.timeout:g}s") from None
         except aiohttp.ClientError as exc:
             raise KubeError(None, "Unreachable", f"{type(exc).__name__}: {exc}"[:300]) from None
-        if not 200 <= status < 300:
-            raise _error(status, reason, raw)
-        return json.loads(raw) if raw else {}
+
+    # ------------------------------------------------------------- credentials
+
+    async def _fresh(self) -> None:
+        """An exec credential past its expirationTimestamp is refreshed before the call, not after a 401."""
+        if self.expiry is not None and datetime.now(UTC) >= self.expiry - EXPIRY_MARGIN:
+            await self._refresh(self._generation)
+
+    async def _refresh(self, seen: int) -> None:
+        """Reload the credentials, unless that happened since `seen`. One reload at a time: concurrent
+        callers share it (and its failure), so a burst of 401s runs the plugin once."""
+        if self.reload is None or self._generation != seen:
+            return
+        task = self._reloading
+        if task is None or task.done():
+            task = self._reloading = asyncio.create_task(self._reload_once())
+            # Retrieved here too, so a reload whose callers were all cancelled logs nothing spurious.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await asyncio.shield(task)  # one caller cancelled does not cancel the others' reload
+
+    async def _reload_once(self) -> None:
+        assert self.reload is not None
+        cfg, expiry = await self.reload()
+        current = self.api.configuration
+        if _transport(cfg) == _transport(current):
+            # Only the credential changed: swap it in; requests read api_key as they are sent.
+            current.api_key = cfg.api_key
+            current.api_key_prefix = cfg.api_key_prefix
+        else:
+            # New server or TLS files: a new session. The old one may still carry calls in flight, so it
+            # is closed at the next swap (or at shutdown), not now.
+            for old in self._retired:
+                await old.close()
+            self._retired = [self.api]
+            self.api = ApiClient(configuration=cfg)
+        self.expiry = expiry
+        self._generation += 1
+        log.info("kube_credentials_refreshed", context=self.context, expires=expiry.isoformat() if expiry else None)
+
+    async def close(self) -> None:
+        for api in [self.api, *self._retired]:
+            await api.close()
+        self._retired.clear()
+
+    # ------------------------------------------------------------- helpers
 
     async def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
         return await self.call("GET", path, query=query)
 
-    async def send(self, call: ApiCall) -> dict[str, Any]:
-        return await self.call(call.method, call.path, call.content_type, call.body)
+    async def send(self, call: ApiCall, dry_run: bool = False) -> dict[str, Any]:
+        return await self.call(call.method, call.path, call.content_type, call.body, dry_run=dry_run)
+
+    async def list_all(self, path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Every item of a list, PAGE at a time (limit/continue), as kubectl pages."""
+        items: list[dict[str, Any]] = []
+        q = {**(query or {}), "limit": str(PAGE)}
+        while True:
+            try:
+                page = await self.get(path, q)
+            except KubeError as e:
+                if e.code != 410 or "continue" not in q:
+                    raise
+                # The continue token expired (etcd compacted): one whole list, as client-go's pager does.
+                log.info("kube_list_continue_expired", context=self.context, path=path)
+                return list((await self.get(path, query)).get("items") or [])
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            q["continue"] = token
+
+    async def _discover(self, path: str) -> dict[str, Any] | None:
+        """A discovery document (None: not served), cached for DISCOVERY_TTL."""
+        hit = self._discovery.get(path)
+        if hit is not None and time.monotonic() - hit[0] < DISCOVERY_TTL:
+            return hit[1]
+        try:
+            doc: dict[str, Any] | None = await self.get(path)
+        except KubeError as e:
+            if e.code != 404:
+                raise
+            doc = None
+        self._discovery[path] = (time.monotonic(), doc)
+        return doc
+
+    async def served_version(self, group: str, candidates: Sequence[str], plural: str | None = None) -> str | None:
+        """The first of `candidates` (newest first) the cluster serves for `group` ("" is the core group).
+        With `plural`, the first that serves that resource: a group's versions are the union over its
+        resources, and a CRD may not serve every one of them."""
+        doc = await self._discover(f"/apis/{group}" if group else "/api")
+        if doc is None:
+            return None
+        if group:
+            served = {v.get("version") for v in doc.get("versions") or [] if isinstance(v, dict)}
+        else:
+            served = set(doc.get("versions") or [])  # APIVersions lists bare versions
+        for version in candidates:
+            if version not in served:
+                continue
+            if plural is None or plural in await self._plurals(f"{group}/{version}" if group else version):
+                return version
+        return None
+
+    async def _plurals(self, api_version: str) -> dict[str, str]:
+        """{plural: kind} served under `api_version` (subresources left out)."""
+        doc = await self._discover(f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}")
+        return {
+            str(r["name"]): str(r.get("kind"))
+            for r in (doc or {}).get("resources") or []
+            if isinstance(r, dict) and r.get("name") and "/" not in str(r["name"])
+        }
+
+    async def plural_for(self, api_version: str, kind: str) -> str | None:
+        """The resource name (plural) the cluster serves `kind` under in `api_version` ("apps/v1", "v1")."""
+        return next((p for p, k in (await self._plurals(api_version)).items() if k == kind), None)
 
 
 class Kube:
@@ -154,30 +504,40 @@ class Kube:
         self.kubeconfig = kubeconfig
         self.timeout = timeout
         self._clients: dict[str, CellClient] = {}
-        self._lock = asyncio.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}  # per context: one slow exec plugin holds up only its own
 
     async def client(self, context: str) -> CellClient:
-        async with self._lock:
+        """The context's client. UnknownCell if there is no such context; KubeError(None, "Credentials")
+        if its credentials cannot be loaded."""
+        if context in self._clients:
+            return self._clients[context]
+        async with self._locks.setdefault(context, asyncio.Lock()):
             if context in self._clients:
                 return self._clients[context]
-            if self.kubeconfig is None:
+            kubeconfig = self.kubeconfig
+            if kubeconfig is None:
                 raise UnknownCell(context, None)
             # The file is read off the event loop; only a context without a client yet needs it.
-            doc = await asyncio.to_thread(read_kubeconfig, self.kubeconfig)
+            try:
+                doc = await asyncio.to_thread(read_kubeconfig, kubeconfig)
+            except _LOAD_ERRORS as e:
+                raise credentials_error(context, e) from None
             known = contexts_of(doc)
             if context not in known:
                 raise UnknownCell(context, known)
-            cfg = type.__call__(Configuration)  # a fresh one, not a copy of the process-wide default
-            loader = KubeConfigLoader(
-                config_dict=doc, active_context=context, config_base_path=str(Path(self.kubeconfig).parent)
+            cfg, expiry = await load_context(kubeconfig, context, doc)
+            self._clients[context] = CellClient(
+                context,
+                ApiClient(configuration=cfg),
+                self.timeout,
+                reload=lambda: load_context(kubeconfig, context),
+                expiry=expiry,
             )
-            await loader.load_and_set(cfg)
-            self._clients[context] = CellClient(context, ApiClient(configuration=cfg), self.timeout)
             return self._clients[context]
 
     async def close(self) -> None:
         for c in self._clients.values():
-            await c.api.close()
+            await c.close()
         self._clients.clear()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from levers.catalogue import LEVERS
+from levers.kube import KubeError
 from levers.plan import canonical
 from levers.requests import LeverRequest
 
@@ -24,6 +25,13 @@ def no_context(cell: str, context: str, fleet: bool, known: list[str] | None) ->
     return f"{NOT_PULLED}no kube context {name} in KUBECONFIG (contexts: {', '.join(known) or 'none'}).{hint}"
 
 
+def api_error(e: KubeError) -> str:
+    """The API server's answer, with the causes behind a generic message (a 422's details.causes), short."""
+    text = str(e)
+    causes = [c if len(c) <= 160 else c[:157] + "…" for c in e.causes if c and c not in text][:3]
+    return f"{text} ({'; '.join(causes)})" if causes else text
+
+
 def _fence(text: str) -> str:
     return "```" + text.replace("```", "'''") + "```"
 
@@ -37,11 +45,21 @@ def plan_text(rec: LeverRequest) -> str:
     return f"API:\n{_fence(wire)}\nkubectl:\n{_fence(rec.plan.get('kubectl', ''))}"
 
 
+def server_said(answers: list[dict[str, Any]]) -> str:
+    """What the API server answered the dryRun=All request(s)."""
+    refused = [a for a in answers if not a["accepted"]]
+    if not refused:
+        return "The API server accepted it (dryRun=All: RBAC, admission and schema checked; nothing stored)."
+    said = "; ".join(f"{a['call']}: {a['error']}" for a in refused)
+    return f"The API server REFUSED it (dryRun=All), so a real pull would fail: {said}."
+
+
 def dry_run(rec: LeverRequest) -> str:
     notes = "".join(f"\n{n}" for n in rec.notes)
     approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
+    server = f"\n{server_said(rec.result['dry_run'])}" if "dry_run" in rec.result else ""
     return (
-        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}\n{plan_text(rec)}\n"
+        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}{server}\n{plan_text(rec)}\n"
         "Nothing was changed."
     )
 

@@ -93,6 +93,9 @@ class Plan:
     effect: str  # what it does, in a few words: "stopPolicy=Hold"
     notes: list[str] = field(default_factory=list)  # check figures shown with the plan
     meta: dict[str, Any] = field(default_factory=dict)  # what `applied` bookkeeping needs (kept in the record)
+    # The object `changes` live on when it is not the lever's target (a Kueue-managed JobSet is
+    # stopped through its Workload): read-back, undo and reconcile read this path instead.
+    path: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         main = self.calls[-1]  # the call that does the lever's work (earlier ones annotate)
@@ -103,6 +106,7 @@ class Plan:
             "changes": self.changes,
             "effect": self.effect,
             "meta": self.meta,
+            "object_path": self.path,
         }
 
     @classmethod
@@ -113,12 +117,16 @@ class Plan:
             dict(pre_state),
             plan.get("effect", ""),
             meta=dict(plan.get("meta") or {}),
+            path=plan.get("object_path"),
         )
 
     def digest(self) -> str:
         """Stable across resourceVersion bumps that don't touch what the lever changes."""
         calls = [_mask_rv(c.to_dict()) for c in self.calls]
-        return hashlib.sha256(canonical({"calls": calls, "pre_state": self.pre_state}).encode()).hexdigest()
+        doc: dict[str, Any] = {"calls": calls, "pre_state": self.pre_state}
+        if self.path:
+            doc["path"] = self.path
+        return hashlib.sha256(canonical(doc).encode()).hexdigest()
 
 
 def _mask_rv(call: dict[str, Any]) -> dict[str, Any]:

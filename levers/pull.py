@@ -3,7 +3,9 @@
 Order matters: grammar and roles (the route rule, whose answer the handler
 reuses: authz.allowed_grant) first, then cell and approval needs, then one
 read of the object, the plan and the policy checks. Only then is a REQ
-stored; a dry-run stops there with the exact calls.
+stored; a dry-run stops there with the exact calls, each also sent with
+dryRun=All so the API server's RBAC, admission and schema checks answer
+(nothing is stored, no budget is taken).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from bot.chat import quote
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from levers import authz, hooks, messages
-from levers.base import Ctx, LeverRefusal, Target, params_of
+from levers.base import Ctx, LeverRefusal, Target, params_of, version_of
 from levers.catalogue import LEVERS
 from levers.commands import PullLever
 from levers.executor import execute_approved
 from levers.kube import KubeError, UnknownCell, kube_for
+from levers.plan import Plan
 from levers.requests import LeverRequest
 from levers.scope import approval_reasons, resolve, scope_name
 from levers.store import lever_store
@@ -40,7 +43,23 @@ async def _read(ctx: Ctx, path: str, kind: str) -> dict[str, Any]:
                 f"{kind} {ctx.target} not found in {ctx.context}; nothing changed. "
                 "Check the name (and namespace) with kubectl get."
             ) from None
-        raise Refusal(f"Could not read {kind} {ctx.target} in {ctx.context}: {e}; nothing changed.") from None
+        raise Refusal(
+            f"Could not read {kind} {ctx.target} in {ctx.context}: {messages.api_error(e)}; nothing changed."
+        ) from None
+
+
+async def _dry_run(ctx: Ctx, plan: Plan) -> list[dict[str, Any]]:
+    """Each planned call sent with dryRun=All: what the API server answered (nothing is stored)."""
+    answers: list[dict[str, Any]] = []
+    for call in plan.calls:
+        where = f"{call.method} {call.path}"
+        try:
+            await ctx.kube.send(call, dry_run=True)
+        except KubeError as e:
+            answers.append({"call": where, "accepted": False, "code": e.code, "error": messages.api_error(e)})
+        else:
+            answers.append({"call": where, "accepted": True})
+    return answers
 
 
 async def pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView) -> Outcome:
@@ -79,10 +98,13 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         scope = resolve(svc.policy.levers, lever, cmd.cell, inc)
         needs = approval_reasons(svc.policy.levers, lever, scope, target)
         client = await kube_for(svc).client(scope.context)
+        version = await version_of(lever.kind, client)
     except LeverRefusal as e:
         raise Refusal(f"{messages.NOT_PULLED}{e}") from None
     except UnknownCell as e:
         raise Refusal(messages.no_context(scope.label, e.context, scope.fleet, e.known)) from None
+    except KubeError as e:
+        raise Refusal(f"{messages.NOT_PULLED}{scope.context}: {messages.api_error(e)}.") from None
     ctx = Ctx(
         svc=svc,
         kube=client,
@@ -93,6 +115,7 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         target=target,
         params=params,
         requester=req.actor,
+        version=version,
         budget_override=cmd.override == "budget",
     )
     obj = await _read(ctx, lever.path(ctx), lever.kind.kind)
@@ -104,12 +127,15 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
             f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) not pulled, nothing changed: {e}", request=ctx.req_id
         ) from None
     except KubeError as e:
-        raise Refusal(f"{ctx.req_id} {cmd.lever}: could not plan: {e}; nothing changed.", request=ctx.req_id) from None
+        raise Refusal(
+            f"{ctx.req_id} {cmd.lever}: could not plan: {messages.api_error(e)}; nothing changed.", request=ctx.req_id
+        ) from None
     if ctx.breaches:
         needs = [*needs, "budget override: " + " ".join(ctx.breaches)]
     elif cmd.override:
         plan.notes.append("override=budget was not needed: this is within the budgets")
     state = "planned" if cmd.dry_run else "pending_approval" if needs else "approved"
+    answers = await _dry_run(ctx, plan) if cmd.dry_run else []
     rec = LeverRequest(
         id=ctx.req_id,
         incident=inc.id,
@@ -130,12 +156,18 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         budget_override=bool(ctx.breaches),
         created_at=svc.clock.now(),
         approved_by=None if needs or cmd.dry_run else "policy",
+        result={"dry_run": answers, "ok": all(a["accepted"] for a in answers)} if cmd.dry_run else {},
     )
     await store.create(rec)
     audit = {**messages.audit_plan(rec), "state": state, "notes": plan.notes, "grant": grant}
     if cmd.dry_run:
-        await hooks.grant_used(svc, rec, grant, "dry run only; nothing changed")
-        return Outcome(message=messages.dry_run(rec), audit=audit)
+        accepted = all(a["accepted"] for a in answers)
+        await hooks.grant_used(
+            svc, rec, grant, f"dry run ({'accepted' if accepted else 'refused'} by the API server); nothing changed"
+        )
+        return Outcome(
+            result="ok" if accepted else "error", message=messages.dry_run(rec), audit={**audit, "dry_run": answers}
+        )
     if needs:
         for ask in svc.registry.hooked(hooks.APPROVAL_REQUESTED):
             await ask(svc, inc, rec)

@@ -35,12 +35,12 @@ from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Reque
 from bot.core.services import Services
 from bot.scheduler import Job
 from levers import hooks, inflight, messages
-from levers.base import Ctx, Lever
+from levers.base import Ctx, Lever, LeverRefusal
 from levers.catalogue import LEVERS
 from levers.commands import LeverSettle
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
-from levers.plan import JSON_PATCH, REQUEST_ANNOTATION, Plan, ptr, read, restore_ops
+from levers.plan import JSON_PATCH, REQUEST_ANNOTATION, Plan, ptr, read
 from levers.requests import IN_FLIGHT, LeverRequest
 from levers.store import lever_store
 from levers.undo import not_restored
@@ -101,8 +101,8 @@ async def settle(svc: Services, req: Request, cmd: LeverSettle, inc: IncidentVie
     lever = LEVERS[rec.lever]
     try:
         ctx = await for_record(svc, rec)
-        obj = await ctx.kube.get(lever.path(ctx))
-    except (KubeError, UnknownCell) as e:
+        obj = await ctx.kube.get(lever.object_path(ctx, Plan.from_record(rec.plan, rec.pre_state)))
+    except (KubeError, UnknownCell, LeverRefusal) as e:
         # Can't tell what landed: look again later (the scheduler also retries this job soon).
         retry = svc.clock.now() + svc.policy.levers.stuck_after_seconds
         await _later(svc, rec, retry)
@@ -221,11 +221,11 @@ async def _executing(
 
 async def _put_back(ctx: Ctx, lever: Lever, rec: LeverRequest, present: dict[str, Any], obj: dict[str, Any]) -> str:
     """A plan cut between calls: restore what landed (guarded), so nothing is left half-applied."""
-    ops = restore_ops(present, rec.pre_state, obj)
+    ops = lever.undo_ops(present, rec.pre_state, obj)
     if not ops:
         return "interrupted before the write landed; nothing changed"
     try:
-        await ctx.kube.call("PATCH", lever.path(ctx), JSON_PATCH, ops)
+        await ctx.kube.call("PATCH", lever.object_path(ctx, Plan.from_record(rec.plan, rec.pre_state)), JSON_PATCH, ops)
     except KubeError as e:
         return f"interrupted part-way, and putting back what had landed failed ({e}): check {rec.target} by hand"
     return "interrupted part-way; what had landed was put back, nothing changed"

@@ -21,14 +21,15 @@ from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from levers import authz, hooks, inflight
-from levers.base import LeverRefusal
+from levers import authz, hooks, inflight, messages
+from levers.apply import unsure
+from levers.base import Ctx, Lever, LeverRefusal
 from levers.catalogue import LEVERS
 from levers.commands import Undo
 from levers.context import for_record
 from levers.executor import ExecResult
 from levers.kube import KubeError, UnknownCell
-from levers.plan import JSON_PATCH, canonical, is_absent, read, restore_ops
+from levers.plan import JSON_PATCH, Plan, canonical, is_absent
 from levers.requests import LeverRequest
 from levers.store import lever_store
 
@@ -58,8 +59,7 @@ async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Out
 
 def not_restored(rec: LeverRequest, obj: dict[str, Any]) -> list[str]:
     """Pointers the lever changed whose value in `obj` is not (yet) the captured pre-state."""
-    changes = rec.plan.get("changes", {})
-    return [p for p, v in rec.pre_state.items() if p in changes and not p.startswith("/status/") and read(obj, p) != v]
+    return LEVERS[rec.lever].not_restored(rec.plan.get("changes", {}), rec.pre_state, obj)
 
 
 def _restored(rec: LeverRequest) -> str:
@@ -84,25 +84,21 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
         await hooks.grant_used(svc, rec, grant_id, f"undo refused: {state}")
         raise LeverRefusal(why)
     lever = LEVERS[rec.lever]
+    read_back = ""
     try:
         ctx = await for_record(svc, rec)
-        path = lever.path(ctx)
-        current = await ctx.kube.get(path)
-        ops = restore_ops(rec.plan.get("changes", {}), rec.pre_state, current)
-        resp = await ctx.kube.call("PATCH", path, JSON_PATCH, ops)
-    except (KubeError, UnknownCell) as e:
-        await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
-        await inflight.disarm(svc, rec.id)
-        why = str(e)
-        if isinstance(e, KubeError) and e.test_failed:
-            why = f"{rec.target} changed since {rec.id} applied ({e}); a later lever or a person edited it"
-        message = f"{rec.label}: undo failed: {why}; nothing changed, {rec.id} is still applied."
-        await svc.audit.append(
-            "lever.undo_failed", actor=actor, incident=rec.incident, detail={"request": rec.id, "reason": str(e)}
-        )
-        await announce(svc, rec.incident, message)
-        await hooks.grant_used(svc, rec, grant_id, "undo failed; still applied")
-        return ExecResult(message, False, "done")
+        path = lever.object_path(ctx, Plan.from_record(rec.plan, rec.pre_state))
+        try:
+            ops, resp = await _send_restore(ctx, lever, rec, path)
+        except Unanswered as u:
+            # The restore may have been stored: read back before saying anything.
+            landed = await _read_back(ctx, rec, path)
+            if landed is None:
+                return await _unsettled(svc, rec, actor, u.error, now, grant_id)
+            ops, resp = u.ops, landed
+            read_back = f"the restore got no answer ({messages.api_error(u.error)}); read back: it landed; "
+    except (KubeError, UnknownCell, LeverRefusal) as e:
+        return await _not_undone(svc, rec, actor, grant_id, e)
     rv = (resp.get("metadata") or {}).get("resourceVersion")
     left = not_restored(rec, resp)
     try:
@@ -139,7 +135,84 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
         },
     )
     check = "verified" if not left else f"but read-back differs at {', '.join(left)}"
-    message = f"{rec.label}: undone by <@{actor}> ({_restored(rec)}; {check}, rv {rv})."
+    message = f"{rec.label}: undone by <@{actor}> ({read_back}{_restored(rec)}; {check}, rv {rv})."
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id)
     return ExecResult(message, True, "undone")
+
+
+class Unanswered(Exception):
+    """The restore patch got no answer, or a 5xx: it may or may not have been stored."""
+
+    def __init__(self, error: KubeError, ops: list[Any]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.ops = ops
+
+
+async def _send_restore(ctx: Ctx, lever: Lever, rec: LeverRequest, path: str) -> tuple[list[Any], dict[str, Any]]:
+    """The guarded restore patch, built from a fresh read; (ops, response)."""
+    changes = rec.plan.get("changes", {})
+    for attempt in (1, 2):
+        current = await ctx.kube.get(path)
+        ops = lever.undo_ops(changes, rec.pre_state, current)
+        try:
+            return ops, await ctx.kube.call("PATCH", path, JSON_PATCH, ops)
+        except KubeError as e:
+            if unsure(e):
+                raise Unanswered(e, ops) from None
+            # A failed test op may be an edit between that read and the patch (a taint added just
+            # then): read once more. A field the lever set that someone changed fails twice.
+            if attempt == 2 or not e.test_failed:
+                raise
+            log.info("lever_undo_retry", request=rec.id)
+    raise AssertionError("unreachable")
+
+
+async def _read_back(ctx: Ctx, rec: LeverRequest, path: str) -> dict[str, Any] | None:
+    """The object if it shows the restore landed; None if it does not (yet), or could not be read."""
+    try:
+        obj = await ctx.kube.get(path)
+    except KubeError as e:
+        log.warning("lever_undo_read_back_failed", request=rec.id, error=str(e))
+        return None
+    return None if not_restored(rec, obj) else obj
+
+
+async def _unsettled(
+    svc: Services, rec: LeverRequest, actor: str, e: KubeError, since: float, grant_id: str | None
+) -> ExecResult:
+    """No answer and no restore seen on read-back: the write may still land. The request stays
+    `undoing`; the timer armed before the claim settles it from a read-back (levers/reconcile.py)."""
+    due = since + svc.policy.levers.stuck_after_seconds
+    message = (
+        f"{rec.label}: the undo got no answer from the API server ({messages.api_error(e)}) and a read-back "
+        f"does not show the restore (yet); it may still land. {rec.id} stays being undone: Firebreak settles it "
+        f"from a read-back of {rec.target} at {hhmm(due)} UTC and posts the outcome in the incident channel."
+    )
+    await svc.audit.append(
+        "lever.undo_unsettled",
+        actor=actor,
+        incident=rec.incident,
+        detail={**rec.ids(), "reason": str(e), "settle_at": due},
+    )
+    await announce(svc, rec.incident, message)
+    await hooks.grant_used(svc, rec, grant_id, "undo sent, no answer; settled by read-back later")
+    return ExecResult(message, False, "undoing")
+
+
+async def _not_undone(svc: Services, rec: LeverRequest, actor: str, grant_id: str | None, e: Exception) -> ExecResult:
+    """The API refused (or was never reached): nothing changed; the claim goes back to `done`."""
+    store = lever_store(svc)
+    await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
+    await inflight.disarm(svc, rec.id)
+    why = messages.api_error(e) if isinstance(e, KubeError) else str(e)
+    if isinstance(e, KubeError) and e.test_failed:
+        why = f"{rec.target} changed since {rec.id} applied ({why}); a later lever or a person edited it"
+    message = f"{rec.label}: undo failed: {why}; nothing changed, {rec.id} is still applied."
+    await svc.audit.append(
+        "lever.undo_failed", actor=actor, incident=rec.incident, detail={"request": rec.id, "reason": str(e)}
+    )
+    await announce(svc, rec.incident, message)
+    await hooks.grant_used(svc, rec, grant_id, "undo failed; still applied")
+    return ExecResult(message, False, "done")

@@ -1,7 +1,9 @@
 """keda-pause: freeze a ScaledObject at its target's current replica count.
 
 The registry-outage move: scale-in can't destroy warm capacity while the
-pause annotation holds. The count comes from the scale target's /scale.
+pause annotation holds. The count comes from the scale target's /scale; the
+target's resource (plural) is looked up in the cluster's discovery, as KEDA
+does through its REST mapper, never derived from the kind's spelling.
 """
 
 from __future__ import annotations
@@ -10,17 +12,24 @@ from typing import Any
 
 from levers.base import Ctx, Kind, Lever, LeverRefusal
 from levers.catalogue.simple import merge_plan
+from levers.kube import KubeError
 from levers.plan import Plan, ptr
 
 PAUSED = "autoscaling.keda.sh/paused-replicas"
-# Kinds KEDA commonly scales whose plural isn't simply lowercase + "s".
-_PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets", "Rollout": "rollouts"}
+# KEDA's defaults for an empty scaleTargetRef.apiVersion / kind.
+DEFAULT_API_VERSION = "apps/v1"
+DEFAULT_KIND = "Deployment"
 
 
-def scale_path(namespace: str, ref: dict[str, Any]) -> str:
-    api_version = ref.get("apiVersion") or "apps/v1"  # KEDA's default target
-    kind = ref.get("kind") or "Deployment"
-    plural = _PLURALS.get(kind, kind.lower() + "s")
+async def scale_path(ctx: Ctx, namespace: str, ref: dict[str, Any]) -> str:
+    api_version = ref.get("apiVersion") or DEFAULT_API_VERSION
+    kind = ref.get("kind") or DEFAULT_KIND
+    plural = await ctx.kube.plural_for(api_version, kind)
+    if plural is None:
+        raise LeverRefusal(
+            f"ScaledObject {ctx.target} scales a {kind} ({api_version}), a kind this cluster does not serve: "
+            "check spec.scaleTargetRef, and that the kind's CRD is installed."
+        )
     group, _, version = api_version.rpartition("/")
     base = f"/apis/{group}/{version}" if group else f"/api/{version}"
     return f"{base}/namespaces/{namespace}/{plural}/{ref['name']}/scale"
@@ -35,9 +44,18 @@ class KedaPause(Lever):
         ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
         if not ref.get("name"):
             raise LeverRefusal(f"ScaledObject {ctx.target} has no spec.scaleTargetRef.name; nothing to freeze.")
-        scale = await ctx.kube.get(scale_path(ctx.target.namespace or "default", ref))
+        kind = ref.get("kind") or DEFAULT_KIND
+        path = await scale_path(ctx, ctx.target.namespace or "default", ref)
+        try:
+            scale = await ctx.kube.get(path)
+        except KubeError as e:
+            if e.code != 404:
+                raise
+            raise LeverRefusal(
+                f"the scale target {kind} {ctx.target.namespace}/{ref['name']} was not found, or has no /scale "
+                f"({e.message})."
+            ) from None
         replicas = int((scale.get("spec") or {}).get("replicas") or 0)
-        kind = ref.get("kind") or "Deployment"
         return merge_plan(
             self,
             ctx,

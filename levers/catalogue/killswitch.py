@@ -1,6 +1,13 @@
 """killswitch: narrow a tenant's max side effect in the tool gateway's flags ConfigMap.
 
-It only narrows (containment never widens access); undo restores the previous value.
+It only narrows the tenant's EFFECTIVE level (containment never widens access): its own key,
+else the `default` tenant's key (key_format with tenant=default), which the gateway applies to a
+tenant without one. A level that would widen it is refused with the figures.
+
+With neither key (or a value policy does not rank), the gateway's own built-in default applies,
+which Firebreak cannot read: then only the narrowest level is accepted, the one level that can't
+widen whatever that default is, so containment stays possible at 3 a.m. The plan's notes say so.
+Undo restores the previous value (the key removed if it had none).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, container_pre, is_absent, ptr, read
 
+DEFAULT_TENANT = "default"  # the key the tool gateway applies to a tenant without its own
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$")
 
 
@@ -53,17 +61,37 @@ class Killswitch(Lever):
         p = ctx.params_as(KillswitchParams)
         levels = pol.levels
         key = pol.key_format.format(tenant=p.tenant)
-        pointer = ptr("data", key)
-        current = read(obj, pointer)
-        if not is_absent(current):
-            if current not in levels:
+        default_key = pol.key_format.format(tenant=DEFAULT_TENANT)
+        own = read(obj, ptr("data", key))
+        fallback = read(obj, ptr("data", default_key))
+        if not is_absent(own):
+            effective, whose = own, f"{p.tenant}'s own `{key}`"
+        elif p.tenant != DEFAULT_TENANT and not is_absent(fallback):
+            effective, whose = fallback, f"{p.tenant} has no key; its effective level is {DEFAULT_TENANT}'s"
+        else:
+            effective, whose = None, ""
+        narrowest = levels[0]
+        if effective is None or effective not in levels:
+            why = (
+                f"neither `{key}` nor `{default_key}` is set, so the tool gateway's own default applies"
+                if effective is None
+                else f"{whose} is `{effective}`, which policy does not rank ({', '.join(levels)})"
+            )
+            if p.level != narrowest:
                 raise LeverRefusal(
-                    f"{key} is `{current}`, which policy does not rank ({', '.join(levels)}); change it by hand."
+                    f"{why}, and Firebreak can't tell {p.tenant}'s effective level: only `level={narrowest}` "
+                    f"(the narrowest) is certain to narrow it. Pull it with level={narrowest}."
                 )
-            if levels.index(p.level) > levels.index(current):
-                raise LeverRefusal(
-                    f"The killswitch only narrows: {p.tenant} is at `{current}`; `{p.level}` would widen it."
-                )
+            note = f"{why}: `{narrowest}` is the narrowest level, so it narrows whatever that is"
+        else:
+            if levels.index(p.level) > levels.index(effective):
+                figures = f"{whose} `{effective}`" if is_absent(own) else f"{whose} is `{effective}`"
+                raise LeverRefusal(f"The killswitch only narrows: {figures}; `{p.level}` would widen it.")
+            note = f"{p.tenant}: `{effective}` → `{p.level}`" + (
+                "" if not is_absent(own) else f" (it had no key: `{effective}` was {DEFAULT_TENANT}'s)"
+            )
         pre: dict[str, Any] = {}
         container_pre(obj, pre, "/data")
-        return merge_plan(self, ctx, obj, {pointer: p.level}, f"{key}={p.level}", pre)
+        plan = merge_plan(self, ctx, obj, {ptr("data", key): p.level}, f"{key}={p.level}", pre)
+        plan.notes.append(note)
+        return plan

@@ -1,4 +1,9 @@
-"""kueue-hold / kueue-hold-drain: stop admissions on a ClusterQueue (spec.stopPolicy)."""
+"""kueue-hold / kueue-hold-drain: stop admissions on a ClusterQueue (spec.stopPolicy).
+
+Kueue serves ClusterQueue as v1beta2 (storage) and the deprecated v1beta1; a cluster on an older
+Kueue serves only v1beta1. spec.stopPolicy is the same field in both, so either works: the newest
+one the cluster serves is used (levers.base.version_of).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from levers.base import Ctx, Kind, Lever
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan
 
-CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
+CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False, older=("v1beta1",))
 
 
 class _StopPolicy(Lever):

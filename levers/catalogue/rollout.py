@@ -1,8 +1,21 @@
-"""rollout-abort: abort an Argo Rollout; verify stable is back at 100%.
+"""rollout-abort: abort an Argo Rollout; verify by Argo's own status that stable serves again.
 
 Mirrors `kubectl argo rollouts abort`: a merge patch {"status":{"abort":true}}
 on the status subresource. Provenance goes on the main resource first, since
 /status writes can't change metadata. Not undoable here: re-promoting is a deploy.
+
+Verified (argo-rollouts v1.9), for canary and blue-green alike, when the controller has
+- marked it aborted: status.phase "Degraded", status.message "RolloutAborted: ..."
+  (utils/rollout/rolloututil.go CalculateRolloutPhase, from the Progressing condition
+  rollout/sync.go calculateRolloutConditions sets with reason RolloutAborted);
+- the stable ReplicaSet (label rollouts-pod-template-hash = status.stableRS) fully available
+  (utils/replicaset/replicaset.go IsReplicaSetAvailable: spec.replicas <= availableReplicas) at the
+  rollout's full size;
+- blue-green: the active service back on stable, status.blueGreen.activeSelector == stableRS
+  (rollout/service.go reconcileActiveService switches it to StableRS on abort);
+- canary with trafficRouting only: status.canary.weights.stable.weight at the max traffic weight
+  (100 unless trafficRouting.maxTrafficWeight; rollout/trafficrouting.go calculateWeightStatus).
+  A basic canary has no weights in status (reconcileTrafficRouting sets them nil).
 """
 
 from __future__ import annotations
@@ -17,11 +30,21 @@ from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
 ABORT = {"status": {"abort": True}}
 
 
+ABORTED = "RolloutAborted"  # conditions.RolloutAbortedReason
+DEGRADED = "Degraded"  # v1alpha1.RolloutPhaseDegraded
+HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
+
+
 def stable_share(obj: dict[str, Any]) -> tuple[int | None, int | None]:
     weights = ((obj.get("status") or {}).get("canary") or {}).get("weights") or {}
     stable = (weights.get("stable") or {}).get("weight")
     canary = (weights.get("canary") or {}).get("weight")
     return stable, canary
+
+
+def _owned_by(rs: dict[str, Any], rollout: str) -> bool:
+    refs = (rs.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("kind") == "Rollout" and r.get("name") == rollout for r in refs)
 
 
 class RolloutAbort(Lever):
@@ -61,23 +84,79 @@ class RolloutAbort(Lever):
         changes["/status/abort"] = True
         return Plan([annotate, abort], changes, pre, "abort=true")
 
+    async def _stable_rs(self, ctx: Ctx, stable_hash: str) -> dict[str, Any] | None:
+        """The Rollout's ReplicaSet whose pod-template hash is status.stableRS."""
+        ns = ctx.target.namespace or "default"
+        found = await ctx.kube.get(
+            f"/apis/apps/v1/namespaces/{ns}/replicasets", {"labelSelector": f"{HASH_LABEL}={stable_hash}"}
+        )
+        items = found.get("items") or []
+        # Argo sets the owner reference; a ReplicaSet with no owner at all is taken as the Rollout's too.
+        owned = [rs for rs in items if _owned_by(rs, ctx.target.name)]
+        orphans = [rs for rs in items if not (rs.get("metadata") or {}).get("ownerReferences")]
+        return next(iter(owned or orphans), None)
+
+    async def _unmet(self, ctx: Ctx, ro: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """(what Argo's status does not show yet, what it does show), for the verdict."""
+        status = ro.get("status") or {}
+        strategy = (ro.get("spec") or {}).get("strategy") or {}
+        unmet: list[str] = []
+        seen: list[str] = []
+        phase, message = status.get("phase"), str(status.get("message") or "")
+        if phase == DEGRADED and message.startswith(ABORTED + ":"):
+            seen.append(message)
+        else:
+            unmet.append(f"Argo has not marked it aborted (phase {phase or 'unset'}: {message or 'no message'})")
+        stable = status.get("stableRS")
+        rs = await self._stable_rs(ctx, stable) if stable else None
+        if not stable:
+            unmet.append("status.stableRS is empty")
+        elif rs is None:
+            unmet.append(f"no ReplicaSet labelled {HASH_LABEL}={stable}")
+        else:
+            # Aborted, the desired canary weight is 0, so the stable ReplicaSet goes back to the
+            # rollout's full size (utils/replicaset/canary.go CalculateReplicaCountsForBasicCanary,
+            # CalculateReplicaCountsForTrafficRoutedCanary), all of it available.
+            want = max((rs.get("spec") or {}).get("replicas") or 0, (ro.get("spec") or {}).get("replicas", 1))
+            have = (rs.get("status") or {}).get("availableReplicas") or 0
+            name = rs["metadata"]["name"]
+            (seen if want and have >= want else unmet).append(f"stable ReplicaSet {name} {have}/{want} available")
+        if "blueGreen" in strategy:
+            active = (status.get("blueGreen") or {}).get("activeSelector")
+            if stable and active == stable:
+                seen.append("active service on stable")
+            else:
+                unmet.append(f"the active service selects {active or 'nothing'}, not stable {stable}")
+        elif ((strategy.get("canary") or {}).get("trafficRouting")) is not None:
+            top = strategy["canary"]["trafficRouting"].get("maxTrafficWeight") or 100
+            share, canary = stable_share(ro)
+            if share == top:
+                seen.append(f"stable back at {share}%" if top == 100 else f"stable at {share} of {top}")
+            elif share is None:
+                unmet.append("no traffic weights in status")
+            else:
+                unmet.append(f"stable at {share}%, canary {canary}%" if top == 100 else f"stable at {share} of {top}")
+        return unmet, seen
+
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
         # Nothing here reconciles: the Argo controller does, so give it a bounded while.
-        deadline = asyncio.get_running_loop().time() + ctx.policy.rollout_verify_seconds
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ctx.policy.rollout_verify_seconds
+        unmet: list[str] = []
         while True:
             aborted = read(after, "/status/abort") is True
-            stable, canary = stable_share(after)
-            if aborted and stable == 100:
-                return Verified(True, "aborted; stable back at 100%")
-            if asyncio.get_running_loop().time() >= deadline:
+            if aborted:
+                unmet, seen = await self._unmet(ctx, after)
+                if not unmet:
+                    return Verified(True, "aborted; " + "; ".join(seen))
+            if loop.time() >= deadline:
                 break
-            await asyncio.sleep(1)
+            await asyncio.sleep(0.5)
             after = await ctx.kube.get(self.path(ctx))
         if not aborted:
             return Verified(False, "status.abort is not set on read-back")
-        share = f"stable at {stable}%, canary {canary}%" if stable is not None else "no canary weights in status"
         return Verified(
             False,
-            f"abort set, but {share} after {ctx.policy.rollout_verify_seconds:g}s: "
+            f"abort set, but {'; '.join(unmet)} after {ctx.policy.rollout_verify_seconds:g}s: "
             f"watch `kubectl argo rollouts get rollout {ctx.target.name} -n {ctx.target.namespace}`",
         )

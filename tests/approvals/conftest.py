@@ -56,7 +56,8 @@ class World:
         return await (app or self.app).tick()
 
     def patches(self, path: str = CQ_PATH) -> list:
-        return self.cell.find_requests("PATCH", path)
+        """The PATCHes that could store something (a dry run's dryRun=All stores nothing)."""
+        return [r for r in self.cell.find_requests("PATCH", path) if r.query.get("dryRun") != "All"]
 
     def cards(self, action_id: str) -> list[dict]:
         """Messages in the incident channel that carry (or carried) this action's button."""

@@ -95,7 +95,7 @@ async def test_every_pull_under_a_grant_is_posted_whatever_its_outcome(world):
         return [t for t in world.security_posts() if f"{bid} used" in t]
 
     assert "(dry run)" in await world.run("lever kueue-hold research-h100 --cell us-east-3 --dry-run", user="UX")
-    assert "REQ-1 dry run only; nothing changed" in posts()[-1], posts()
+    assert "REQ-1 dry run (accepted by the API server); nothing changed" in posts()[-1], posts()
 
     out = await world.run("lever kueue-hold no-such-queue --cell us-east-3", user="UX")
     assert "not found" in out

@@ -15,7 +15,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
+from tests.fakes.kube import FAKE_TOKEN, FakeKubeCluster, samples, write_kubeconfig
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -23,6 +23,14 @@ SMP = "application/strategic-merge-patch+json"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 KUBECTL = shutil.which("kubectl")
 KUBECTL_REQUIRED = "kubectl is required: install it (it is on the machine image; see .ci/run)"
+AUTH = {"Authorization": f"Bearer {FAKE_TOKEN}"}
+
+
+def http(cell: FakeKubeCluster, headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
+    """A raw client for `cell`: trusts its TLS CA and sends the fake token unless `headers` say otherwise."""
+    return aiohttp.ClientSession(
+        headers=AUTH if headers is None else headers, connector=aiohttp.TCPConnector(ssl=cell.ssl_context())
+    )
 
 
 @pytest.fixture
@@ -103,7 +111,7 @@ async def test_samples_are_valid_and_creatable(sample, cell):
     base = f"/apis/{group}/{version}" if group else f"/api/{version}"
     plural = cell.registry.by_name(obj["kind"]).plural
     path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
-    async with aiohttp.ClientSession() as s, s.post(cell.url + path, json=obj) as r:
+    async with http(cell) as s, s.post(cell.url + path, json=obj) as r:
         assert r.status == 201, await r.text()
         created = await r.json()
     assert created["metadata"]["resourceVersion"] and not cell.warnings
@@ -130,7 +138,7 @@ def test_put_rejects_invalid_and_sets_metadata():
 
 @pytest.mark.asyncio
 async def test_discovery(cell):
-    async with aiohttp.ClientSession() as s:
+    async with http(cell) as s:
 
         async def get(p):
             async with s.get(cell.url + p) as r:
@@ -392,7 +400,7 @@ async def test_create_conflict_not_found_and_bad_bodies(cell, api):
             "jobset.x-k8s.io", "v1alpha2", "no-such-ns", "jobsets", samples.jobset(ns="no-such-ns")
         )
     assert ei.value.status == 404  # namespace must exist
-    async with aiohttp.ClientSession() as s:
+    async with http(cell) as s:
         url = f"{cell.url}/apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-h100"
         async with s.patch(url, data=b"{not json", headers={"Content-Type": MERGE}) as r:
             assert r.status == 400 and (await r.json())["reason"] == "BadRequest"
@@ -566,7 +574,11 @@ async def test_kubectl_taint_and_label_node(cell, kubeconfig):
     )
     assert rc == 0, err
     node = cell.get("node", "gpu-h100-a017")
-    assert node["spec"]["taints"] == [{"key": "gpu.corp/quarantine", "value": "xid79", "effect": "NoSchedule"}]
+    # kubectl rebuilds the whole list (its order is kubectl's business); the pool's GPU taint stays.
+    assert sorted(node["spec"]["taints"], key=lambda t: t["key"]) == [
+        {"key": "gpu.corp/quarantine", "value": "xid79", "effect": "NoSchedule"},
+        samples.GPU_TAINT,
+    ]
     assert node["metadata"]["labels"]["gpu.corp/state"] == "quarantined"
 
 

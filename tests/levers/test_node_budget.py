@@ -64,7 +64,10 @@ async def test_min_healthy_floor(app, cells, clock):
     out = await say(app, "lever node-quarantine gpu-a3-0001 reason=nccl-hang", OPS, ch)
     assert "applied and verified" in out, out
     node = cells.east3.get("node", "gpu-a3-0001")
-    assert node["spec"]["taints"] == [{"key": "gpu.corp/quarantine", "value": "nccl-hang", "effect": "NoSchedule"}]
+    assert node["spec"]["taints"] == [
+        {"key": "gpu.corp/quarantine", "value": "nccl-hang", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},  # the GPU pool's own taint
+    ]
     assert node["metadata"]["labels"]["gpu.corp/quarantine-ticket"] == inc.id  # ticket defaults to the incident
 
 

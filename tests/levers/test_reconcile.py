@@ -190,7 +190,7 @@ async def test_an_unreadable_object_is_settled_later_and_audited_as_an_error(app
     inc = await app.declare(roles={"ops": OPS})
     rid = await _stored(app, cells, HOLD, OPS, inc.channel_id)
     await _crashed_executing(app, rid, T0 - 600)
-    cells.east3.fail_next("GET", "clusterqueues/research-h100", 500)
+    cells.east3.fail_next("GET", "clusterqueues/research-h100", 500, times=3)  # every read attempt
     await start_hooks(app)
     assert (await lever_store(app.services).get(rid)).state == "executing"
     [err] = [e for e in await audit_entries(app, inc.id) if e["action"] == "command.lever_settle"]

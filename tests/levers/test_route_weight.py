@@ -1,9 +1,13 @@
 """route-weight: policy steps of the baseline, dwell, a guarded JSON patch, and the receivers'
-headroom from a real Prometheus (healthy allows, burning refuses, down refuses)."""
+headroom from a real Prometheus (healthy allows, burning refuses, down refuses, an answer that
+is not a number per cell refuses by name)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from levers import hooks
 from levers.base import Ctx, Target, params_of
@@ -14,6 +18,10 @@ from levers.store import lever_store
 from tests.fakes.kube import samples
 from tests.levers.helpers import OPS, comparable, patches, replace_hook, say
 from tests.support.ports import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_QUERY = yaml.safe_load((REPO / "policies" / "levers.yaml").read_text())["headroom"]["query"]
+LOCAL = "lever route-weight edge/chat-local --cell us-east-3 backend=cell-us-east-3"  # receiver: us-east-2
 
 
 @pytest.fixture
@@ -176,4 +184,48 @@ async def test_prometheus_url_unset_refuses(app, cells):
         "Headroom check needs Prometheus and PROMETHEUS_URL is not set; "
         "route-weight refuses without it."
     ), out
+    assert not patches(cells.east3)
+
+
+@pytest.mark.parametrize("policy_overrides", [{"headroom": {"query": f"scalar({SHIPPED_QUERY})"}}], ids=["scalar"])
+async def test_scalar_result_is_one_figure(app, cells, asked):
+    """Prometheus answers a scalar as `[ts, "value"]`, not a list of series: one figure, same gates."""
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, LOCAL, OPS, inc.channel_id)
+    assert "applied and verified (cell-us-east-3 weight 50→25" in out, out
+    rec = await lever_store(app.services).get("REQ-1")
+    assert any("headroom ok: TTFT burn 1h us-east-2 0.10x (< 1x)" in n for n in rec.notes), rec.notes
+
+    out = await say(app, "lever route-weight edge/chat-global backend=cell-us-east-2", OPS, inc.channel_id)
+    assert "No headroom: TTFT SLO burn over 1h is us-east-1 20.00x (must be below 1x)" in out, out
+
+    # scalar() of no series is NaN, which counts as hot rather than as "no burn".
+    cells.east3.put(samples.http_route("edge", "chat-eu", {"cell-us-east-3": 50, "cell-eu-west-9": 50}))
+    out = await say(app, "lever route-weight edge/chat-eu --cell us-east-3 backend=cell-us-east-3", OPS, inc.channel_id)
+    assert "No headroom: TTFT SLO burn over 1h is eu-west-9 NaN (must be below 1x)" in out, out
+    assert len(patches(cells.east3)) == 1 and not asked
+
+
+@pytest.mark.parametrize(
+    ("policy_overrides", "why"),
+    [
+        ({"headroom": {"query": '"$cell"'}}, "the headroom query returns a string, not a number per cell"),
+        (
+            {"headroom": {"query": 'vllm:time_to_first_token_seconds_count{cell="$cell"}[5m]'}},
+            "the headroom query returns a range vector, not a number per cell",
+        ),
+        (
+            {"headroom": {"query": 'rate(vllm:time_to_first_token_seconds_count{cell="$cell"})'}},
+            "Prometheus rejected the headroom query (",
+        ),
+    ],
+    ids=["string", "range-vector", "bad-promql"],
+)
+async def test_answer_that_is_not_a_figure_refuses_by_name(app, cells, why):
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, LOCAL, OPS, inc.channel_id)
+    assert out.startswith(
+        "REQ-1 route-weight edge/chat-local (us-east-3) not pulled, nothing changed: No headroom figure for us-east-2: "
+    ), out
+    assert why in out and out.endswith("route-weight refuses without it (fail closed). Nothing changed."), out
     assert not patches(cells.east3)

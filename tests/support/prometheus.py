@@ -15,25 +15,37 @@ expressions see a full hour).  A query at "now" sees nothing unless the
 window was built to end at now, and gauges vanish 5 minutes (lookback delta)
 after their last sample.
 
+The series are the real exporters' (vLLM, dcgm-exporter, Kueue,
+kube-state-metrics): names, label names and bucket boundaries as upstream
+publishes them; see the comment above ``TTFT_METRIC`` for what was checked.
+
 How it works: series -> OpenMetrics text (``write_openmetrics``) ->
 ``promtool tsdb create-blocks-from openmetrics data.om <datadir>`` ->
 ``prometheus --storage.tsdb.path=<datadir> --storage.tsdb.retention.time=100y``
-on ``127.0.0.1:<free port>``, with no scrape targets.
+on ``127.0.0.1:<free port>``, with no scrape targets.  ``tls=make_tls(dir)``
+serves it over HTTPS (``--web.config.file``) with a certificate from a
+throwaway CA (``tls.ca_file``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 import subprocess
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
+from prometheus_client.utils import floatToGoString
+
 from .services import (  # re-exported for callers
     DEFAULT_SERVICES_DIR,
+    ManagedProcess,
     ManagedServer,
     ServiceBinaryNotFound,
     ServiceStartError,
@@ -45,19 +57,24 @@ from .services import (  # re-exported for callers
 __all__ = [
     "BURN_RATE_QUERY",
     "DEFAULT_SERVICES_DIR",
+    "DEFAULT_THRESHOLD",
     "TTFT_METRIC",
+    "VLLM_TTFT_BUCKETS",
     "CellTriage",
     "PrometheusServer",
     "Scenario",
     "Series",
     "ServiceBinaryNotFound",
     "ServiceStartError",
+    "TLSFiles",
     "burn_rate_query",
     "ensure_services_installed",
     "find_binary",
     "format_le",
+    "make_tls",
     "render_openmetrics",
     "services_dir",
+    "triage_series",
     "ttft_scenario",
     "write_openmetrics",
 ]
@@ -78,9 +95,9 @@ class Series:
              given by their sample names ``x_bucket`` (with an ``le`` label),
              ``x_count`` and ``x_sum``; they are grouped into family ``x``.
     type:    "gauge" | "counter" | "histogram" | "untyped"
-    labels:  label set; ``le`` may be a float (formatted like Python's
-             prometheus_client: 2.0 -> "2.0", inf -> "+Inf") or a string (kept
-             verbatim: PromQL matches ``le`` as a string).
+    labels:  label set; ``le`` may be a float (formatted as prometheus_client,
+             which vLLM uses, formats it: 2.5 -> "2.5", 1.0 -> "1.0", inf -> "+Inf")
+             or a string (kept verbatim: PromQL matches ``le`` as a string).
     samples: (timestamp in SECONDS, value); sorted on output, duplicates rejected.
     """
 
@@ -91,12 +108,10 @@ class Series:
 
 
 def format_le(le: object) -> str:
+    """``le`` as the exporter writes it: prometheus_client's own formatting (vLLM's client)."""
     if isinstance(le, str):
         return le
-    f = float(le)  # type: ignore[arg-type]
-    if math.isinf(f):
-        return "+Inf" if f > 0 else "-Inf"
-    return repr(f)
+    return floatToGoString(float(le))  # type: ignore[arg-type]
 
 
 def _fmt_num(v: float) -> str:
@@ -238,15 +253,70 @@ class OpenMetricsWriter:
 
 
 # --------------------------------------------------------------------------- scenarios
+#
+# Every series below is one a real exporter publishes, with its names, label names and (for
+# histograms) bucket boundaries as upstream defines them. Checked against:
+#   vLLM v1 engine, vllm/v1/metrics/loggers.py (PrometheusStatLogger; commits a6f0308c and
+#     005a810b, same TTFT buckets in both): vllm:time_to_first_token_seconds (histogram),
+#     vllm:kv_cache_usage_perc (gauge, 0..1; vllm:gpu_cache_usage_perc before 0.9),
+#     vllm:num_preemptions (counter, exposed as vllm:num_preemptions_total); labels model_name
+#     and engine. prometheus_client renders le with floatToGoString ("2.5", "1.0", "+Inf").
+#   dcgm-exporter 4.5.3-4.8.2, internal/pkg/rendermetrics/render_metrics.go and
+#     internal/pkg/collector/gpu_collector.go: DCGM_FI_DEV_XID_ERRORS (gauge, the last XID) with
+#     gpu, UUID, pci_bus_id, device, modelName, Hostname, the DCGM_FI_DRIVER_VERSION label field
+#     of etc/default-counters.csv, and err_code/err_msg (xid_errors.go). Unreleased main renames
+#     Hostname to hostname (d5e5f51, #655): queries that name it must follow the release in use.
+#   Kueue v0.19.2, pkg/metrics/metrics.go: kueue_pending_workloads{cluster_queue, status,
+#     replica_role}, reported for status "active" and "inadmissible" by the leader replica.
+#   kube-state-metrics v2.20.0, internal/store/node.go: kube_node_spec_taint{node, key, value,
+#     effect}; kube_node_labels{node, label_<sanitized key>} carries a label only when
+#     --metric-labels-allowlist names it (nodes=[nvidia.com/gpu.present,topology.corp/cell]).
+# Not the exporters' own: `cell` and `pod` are target labels the scrape config adds (a
+# per-cell relabel and Kubernetes service discovery), so every series here carries `cell`.
 
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
-DEFAULT_TTFT_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
-# cumulative share of fast (<= threshold) and slow requests by bucket upper bound
-_FAST_SHARE = {0.25: 0.5, 0.5: 0.8, 1.0: 0.95}
-_SLOW_SHARE = {5.0: 0.6, 10.0: 0.9}
+# vLLM's TTFT histogram boundaries in seconds (vllm/v1/metrics/loggers.py), plus +Inf.
+VLLM_TTFT_BUCKETS: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.inf,
+)  # fmt: skip
+# The seeds' TTFT SLO is 2 s; vLLM has no 2 s boundary, so "fast" is le="2.5", the nearest
+# published boundary at or above it (policies/levers.yaml `headroom.query` uses the same).
+DEFAULT_THRESHOLD = 2.5
+DEFAULT_MODEL = "llm-70b"  # the served model name (vLLM's model_name label)
+DEFAULT_PODS = ("vllm-0", "vllm-1")
+
+# dcgm-exporter's err_msg for the XIDs the scenarios use (internal/pkg/collector/xid_errors.go).
+XID_TEXT = {
+    0: "No Error",
+    48: "Double Bit ECC Error",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+}
+DCGM_DRIVER_VERSION = "550.127.05"
+DCGM_MODEL_NAME = "NVIDIA H100 80GB HBM3"
 
 
-def burn_rate_query(threshold: float = 2.0, slo: float = 0.99, window: str = "1h", by: str = "cell") -> str:
+def _check_threshold(threshold: float) -> None:
+    if threshold not in VLLM_TTFT_BUCKETS or math.isinf(threshold):
+        above = [b for b in VLLM_TTFT_BUCKETS if b >= threshold and not math.isinf(b)]
+        hint = f"; the nearest at or above is {format_le(above[0])}" if above else ""
+        raise ValueError(
+            f"threshold {threshold} s is not a bucket boundary vLLM publishes for {TTFT_METRIC} "
+            f"({', '.join(format_le(b) for b in VLLM_TTFT_BUCKETS)}){hint}"
+        )
+
+
+def burn_rate_query(
+    threshold: float = DEFAULT_THRESHOLD, slo: float = 0.99, window: str = "1h", by: str = "cell"
+) -> str:
+    _check_threshold(threshold)
     le = format_le(threshold)
     return (
         f'(1 - sum by ({by}) (rate({TTFT_METRIC}_bucket{{le="{le}"}}[{window}]))'
@@ -259,17 +329,19 @@ BURN_RATE_QUERY = burn_rate_query()
 
 @dataclass
 class CellTriage:
-    """Optional triage signals for one cell (all series labelled ``cell``)."""
+    """Optional triage signals for one cell (every series carries the `cell` target label)."""
 
-    pods: Sequence[str] = ("vllm-0", "vllm-1")
+    pods: Sequence[str] = DEFAULT_PODS
     kv_cache_usage: float = 0.35  # vllm:kv_cache_usage_perc (0..1) per pod
     preemptions_per_min: float = 0.0  # vllm:num_preemptions_total slope per pod
     hosts: Sequence[str] | None = None  # DCGM Hostname values (default: gpu-<cell>-0, gpu-<cell>-1)
-    xid: int = 0  # DCGM_FI_DEV_XID_ERRORS value (0 = none)
+    xid: int = 0  # DCGM_FI_DEV_XID_ERRORS value (0 = none); its err_msg must be in XID_TEXT
     xid_hosts: Sequence[str] | None = None  # hosts showing the XID (default: first host)
     xid_from_minute: float = 0.0  # XID shows from this minute of the window on
-    pending_workloads: float = 0.0  # kueue_pending_workloads{cluster_queue=<cell>,status="active"}
+    cluster_queue: str = "research-h100"  # kueue_pending_workloads{cluster_queue}
+    pending_workloads: float = 0.0  # kueue_pending_workloads{status="active"}
     quarantined_nodes: Sequence[str] = ()  # kube_node_spec_taint{key="gpu.corp/quarantine"} = 1
+    quarantine_reason: str = "xid-79"  # the taint's value (node-quarantine sets the reason)
     gpu_nodes: Sequence[str] | None = None  # kube_node_labels{label_nvidia_com_gpu_present="true"} (default: hosts)
 
 
@@ -281,7 +353,7 @@ class Scenario:
     step: float
     expected_burn: dict[str, float] = field(default_factory=dict)
     slo: float = 0.99
-    threshold: float = 2.0
+    threshold: float = DEFAULT_THRESHOLD
 
     def __iter__(self):
         return iter(self.series)
@@ -296,6 +368,27 @@ def _timestamps(start_ts: float, minutes: float, step: float) -> list[float]:
     return [start_ts + i * step for i in range(n + 1)]
 
 
+def _lognormal_cdf(x: float, median: float, sigma: float) -> float:
+    return 0.5 * (1 + math.erf((math.log(x) - math.log(median)) / (sigma * math.sqrt(2))))
+
+
+def _bucket_shares(threshold: float) -> dict[float, float]:
+    """Cumulative share per finite bucket: of the fast requests (TTFT <= threshold) below it,
+    of the slow ones (> threshold) above it. Fast: lognormal, median 0.3 s; slow: median
+    2x threshold. Only the split at the threshold decides the burn; this shapes the rest."""
+    fast_top = _lognormal_cdf(threshold, 0.3, 0.8)
+    slow_base = _lognormal_cdf(threshold, 2 * threshold, 0.5)
+    shares = {}
+    for b in VLLM_TTFT_BUCKETS:
+        if math.isinf(b) or b == threshold:
+            continue
+        if b < threshold:
+            shares[b] = _lognormal_cdf(b, 0.3, 0.8) / fast_top
+        else:
+            shares[b] = (_lognormal_cdf(b, 2 * threshold, 0.5) - slow_base) / (1 - slow_base)
+    return shares
+
+
 def ttft_scenario(
     cells: Mapping[str, float],
     start_ts: float,
@@ -303,60 +396,64 @@ def ttft_scenario(
     *,
     step: float = 15,
     requests_per_step: int = 1000,
-    threshold: float = 2.0,
+    threshold: float = DEFAULT_THRESHOLD,
     slo: float = 0.99,
-    buckets: Sequence[float] = DEFAULT_TTFT_BUCKETS,
+    model_name: str = DEFAULT_MODEL,
+    pods: Sequence[str] = DEFAULT_PODS,
     extra_labels: Mapping[str, str] | None = None,
     triage: Mapping[str, CellTriage] | bool | None = None,
 ) -> Scenario:
     """vLLM TTFT histograms where ``cells[c]`` of requests are slower than ``threshold``.
 
-    Counters start at 0 at ``start_ts`` and grow linearly by ``requests_per_step``
-    every ``step`` seconds until ``end_ts = start_ts + minutes*60``, so
-    ``BURN_RATE_QUERY`` evaluated at ``end_ts`` gives ``cells[c] / (1 - slo)``
-    for every cell (0.001 -> 0.1x, 0.2 -> 20x at a 99% SLO); integer rounding
-    error is below 1/(requests in the window).  ``threshold`` must be one of
-    ``buckets``.  ``triage=True`` adds default ``CellTriage()`` signals for every
-    cell; a mapping adds them for the given cells only.
+    Each cell has ``pods`` vLLM replicas (labels model_name, engine="0", plus the target labels
+    cell and pod), sharing ``requests_per_step``. Buckets are vLLM's own (VLLM_TTFT_BUCKETS);
+    ``threshold`` must be one of them (default 2.5: vLLM has no 2 s boundary). Counters start at
+    0 at ``start_ts`` and grow linearly every ``step`` seconds until ``end_ts = start_ts +
+    minutes*60``, so ``burn_rate_query(threshold, slo)`` evaluated at ``end_ts`` gives
+    ``cells[c] / (1 - slo)`` per cell (0.001 -> 0.1x, 0.2 -> 20x at a 99% SLO); integer
+    rounding error is below 1/(requests in the window). ``triage=True`` adds default
+    ``CellTriage()`` signals for every cell; a mapping adds them for the given cells only.
     """
-    if threshold not in buckets:
-        raise ValueError(f"threshold {threshold} must be a bucket bound")
-    if not any(math.isinf(b) for b in buckets):
-        buckets = (*tuple(buckets), math.inf)
-    buckets = sorted(buckets)
+    _check_threshold(threshold)
+    if not pods:
+        raise ValueError("a cell needs at least one vLLM pod")
+    shares = _bucket_shares(threshold)
     ts_list = _timestamps(start_ts, minutes, step)
     series: list[Series] = []
     for cell, frac_slow in cells.items():
         if not 0.0 <= frac_slow <= 1.0:
             raise ValueError(f"{cell}: fraction {frac_slow} not in [0, 1]")
-        base = {"cell": cell, **(extra_labels or {})}
-        bucket_pts: dict[float, list] = {b: [] for b in buckets}
-        count_pts, sum_pts = [], []
-        for i, ts in enumerate(ts_list):
-            total = i * requests_per_step
-            slow = math.floor(frac_slow * total + 0.5)
-            fast = total - slow
-            for b in buckets:
-                if b < threshold:
-                    v = math.floor(fast * _FAST_SHARE.get(b, 0.95 if b >= 1.0 else 0.5))
-                elif b == threshold:
-                    v = fast
-                elif math.isinf(b):
-                    v = total
-                else:
-                    v = fast + math.floor(slow * _SLOW_SHARE.get(b, 0.9))
-                bucket_pts[b].append((ts, v))
-            count_pts.append((ts, total))
-            sum_pts.append((ts, round(fast * 0.4 * threshold + slow * 2.5 * threshold, 3)))
-        for b in buckets:
-            series.append(Series(f"{TTFT_METRIC}_bucket", "histogram", {**base, "le": format_le(b)}, bucket_pts[b]))
-        series.append(Series(f"{TTFT_METRIC}_count", "histogram", base, count_pts))
-        series.append(Series(f"{TTFT_METRIC}_sum", "histogram", base, sum_pts))
+        for p, pod in enumerate(pods):
+            # The first pod takes the remainder, so the cell's total is requests_per_step.
+            per_step = requests_per_step // len(pods) + (requests_per_step % len(pods) if p == 0 else 0)
+            base = {"cell": cell, "pod": pod, "model_name": model_name, "engine": "0", **(extra_labels or {})}
+            bucket_pts: dict[float, list] = {b: [] for b in VLLM_TTFT_BUCKETS}
+            count_pts, sum_pts = [], []
+            for i, ts in enumerate(ts_list):
+                total = i * per_step
+                slow = math.floor(frac_slow * total + 0.5)
+                fast = total - slow
+                for b in VLLM_TTFT_BUCKETS:
+                    if b == threshold:
+                        v = fast
+                    elif math.isinf(b):
+                        v = total
+                    elif b < threshold:
+                        v = math.floor(fast * shares[b])
+                    else:
+                        v = fast + math.floor(slow * shares[b])
+                    bucket_pts[b].append((ts, v))
+                count_pts.append((ts, total))
+                sum_pts.append((ts, round(fast * 0.35 + slow * 2 * threshold, 3)))
+            for b in VLLM_TTFT_BUCKETS:
+                series.append(Series(f"{TTFT_METRIC}_bucket", "histogram", {**base, "le": b}, bucket_pts[b]))
+            series.append(Series(f"{TTFT_METRIC}_count", "histogram", base, count_pts))
+            series.append(Series(f"{TTFT_METRIC}_sum", "histogram", base, sum_pts))
 
     if triage is True:
         triage = {c: CellTriage() for c in cells}
     for cell, t in (triage or {}).items():
-        series.extend(triage_series(cell, t, start_ts, minutes, step=step))
+        series.extend(triage_series(cell, t, start_ts, minutes, step=step, model_name=model_name))
 
     return Scenario(
         series=series,
@@ -369,57 +466,119 @@ def ttft_scenario(
     )
 
 
-def triage_series(cell: str, t: CellTriage, start_ts: float, minutes: float, *, step: float = 15) -> list[Series]:
+def _gpu_uuid(host: str, gpu: int) -> str:
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{host}/{gpu}')}"
+
+
+def triage_series(
+    cell: str,
+    t: CellTriage,
+    start_ts: float,
+    minutes: float,
+    *,
+    step: float = 15,
+    model_name: str = DEFAULT_MODEL,
+) -> list[Series]:
     ts_list = _timestamps(start_ts, minutes, step)
     const = lambda v: [(ts, v) for ts in ts_list]  # noqa: E731
     out: list[Series] = []
     for pod in t.pods:
-        out.append(Series("vllm:kv_cache_usage_perc", "gauge", {"cell": cell, "pod": pod}, const(t.kv_cache_usage)))
+        vllm = {"cell": cell, "pod": pod, "model_name": model_name, "engine": "0"}
+        out.append(Series("vllm:kv_cache_usage_perc", "gauge", vllm, const(t.kv_cache_usage)))
         out.append(
             Series(
                 "vllm:num_preemptions_total",
                 "counter",
-                {"cell": cell, "pod": pod},
+                vllm,
                 [(ts, round(t.preemptions_per_min * (ts - start_ts) / 60, 6)) for ts in ts_list],
             )
         )
     hosts = list(t.hosts) if t.hosts is not None else [f"gpu-{cell}-0", f"gpu-{cell}-1"]
     xid_hosts = set(t.xid_hosts if t.xid_hosts is not None else hosts[:1])
     xid_from = start_ts + t.xid_from_minute * 60
+    if t.xid not in XID_TEXT:
+        raise ValueError(f"XID {t.xid}: add its err_msg from dcgm-exporter's xid_errors.go to XID_TEXT")
     for host in hosts:
-        val = t.xid if host in xid_hosts else 0
-        out.append(
-            Series(
-                "DCGM_FI_DEV_XID_ERRORS",
-                "gauge",
-                {"cell": cell, "Hostname": host, "gpu": "0"},
-                [(ts, val if ts >= xid_from else 0) for ts in ts_list],
-            )
-        )
-    out.append(
-        Series(
-            "kueue_pending_workloads", "gauge", {"cluster_queue": cell, "status": "active"}, const(t.pending_workloads)
-        )
-    )
+        gpu = {
+            "cell": cell,
+            "gpu": "0",
+            "UUID": _gpu_uuid(host, 0),
+            "pci_bus_id": "00000000:18:00.0",
+            "device": "nvidia0",
+            "modelName": DCGM_MODEL_NAME,
+            "Hostname": host,
+            "DCGM_FI_DRIVER_VERSION": DCGM_DRIVER_VERSION,
+        }
+        # err_code/err_msg follow the value, so a new XID starts a new series (as on a real node).
+        xid = t.xid if host in xid_hosts else 0
+        before = [(ts, 0) for ts in ts_list if ts < xid_from] if xid else const(0)
+        after = [(ts, xid) for ts in ts_list if ts >= xid_from] if xid else []
+        for value, points in ((0, before), (xid, after)):
+            if points:
+                labels = {**gpu, "err_code": str(value), "err_msg": XID_TEXT[value]}
+                out.append(Series("DCGM_FI_DEV_XID_ERRORS", "gauge", labels, points))
+    kueue = {"cell": cell, "cluster_queue": t.cluster_queue, "replica_role": "leader"}
+    out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "active"}, const(t.pending_workloads)))
+    out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "inadmissible"}, const(0)))
     for node in t.quarantined_nodes:
-        out.append(
-            Series(
-                "kube_node_spec_taint",
-                "gauge",
-                {"node": node, "key": "gpu.corp/quarantine", "value": "true", "effect": "NoSchedule"},
-                const(1),
-            )
-        )
+        taint = {"key": "gpu.corp/quarantine", "value": t.quarantine_reason, "effect": "NoSchedule"}
+        out.append(Series("kube_node_spec_taint", "gauge", {"cell": cell, "node": node, **taint}, const(1)))
     for node in t.gpu_nodes if t.gpu_nodes is not None else hosts:
-        out.append(
-            Series(
-                "kube_node_labels",
-                "gauge",
-                {"node": node, "label_nvidia_com_gpu_present": "true", "label_gpu_corp_cell": cell},
-                const(1),
-            )
-        )
+        labels = {
+            "cell": cell,
+            "node": node,
+            "label_nvidia_com_gpu_present": "true",
+            "label_topology_corp_cell": cell,
+        }
+        out.append(Series("kube_node_labels", "gauge", labels, const(1)))
     return out
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """A throwaway CA and a server certificate it signed for 127.0.0.1 (PEM files)."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    res = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    if res.returncode != 0:
+        raise ServiceStartError(f"openssl {args[0]} failed ({res.returncode}):\n{res.stderr[-2000:]}")
+
+
+def make_tls(directory: str | Path, host: str = "127.0.0.1") -> TLSFiles:
+    """A CA and a server certificate for ``host`` (an IP SAN), made with the openssl CLI."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    _openssl(
+        "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=firebreak test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=d,
+    )  # fmt: skip
+    _openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", f"/CN={host}", cwd=d)
+    (d / "server.ext").write_text(
+        f"subjectAltName=IP:{host}\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth\n"
+        "authorityKeyIdentifier=keyid\n"
+        "subjectKeyIdentifier=hash\n"
+    )
+    _openssl(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "server.crt", "-days", "2", "-extfile", "server.ext",
+        cwd=d,
+    )  # fmt: skip
+    return TLSFiles(ca_file=d / "ca.crt", cert_file=d / "server.crt", key_file=d / "server.key")
 
 
 # --------------------------------------------------------------------------- server
@@ -438,6 +597,9 @@ class PrometheusServer(ManagedServer):
     time, so build the data window to end at ``time.time()``.
     ``evaluation_interval`` defaults to 1s and ``--rules.alert.resend-delay=1s``.
 
+    ``tls`` (``make_tls(dir)``): serve HTTPS with that certificate
+    (``--web.config.file`` with ``tls_server_config``); ``url`` is then https.
+
     Attributes after start: ``url``, ``port``, ``pid``, ``data_dir``,
     ``backfill_seconds``, ``startup_seconds``.
     """
@@ -455,8 +617,10 @@ class PrometheusServer(ManagedServer):
         evaluation_interval: str = "1s",
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
+        tls: TLSFiles | None = None,
     ):
         super().__init__(tmpdir, startup_timeout)
+        self.tls = tls
         if isinstance(data_series, Scenario):
             self.series = list(data_series.series)
             start_ts = data_series.start_ts if start_ts is None else start_ts
@@ -527,6 +691,10 @@ class PrometheusServer(ManagedServer):
     async def _prepare(self) -> None:
         await asyncio.to_thread(self.backfill)
         (self.dir / "prometheus.yml").write_text(self._config())
+        if self.tls is not None:
+            (self.dir / "web.yml").write_text(
+                f"tls_server_config:\n  cert_file: '{self.tls.cert_file}'\n  key_file: '{self.tls.key_file}'\n"
+            )
 
     def _argv(self) -> list[str]:
         return [
@@ -536,15 +704,61 @@ class PrometheusServer(ManagedServer):
             "--storage.tsdb.retention.time=100y",
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--rules.alert.resend-delay=1s",
+            *([f"--web.config.file={self.dir / 'web.yml'}"] if self.tls else []),
             *self.extra_args,
         ]
 
+    async def start(self) -> PrometheusServer:
+        if self.tls is None:
+            return await super().start()
+        # ManagedServer polls http:// with default trust; this one answers https with our CA.
+        from .ports import free_port
+
+        await self._prepare()
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self._proc = ManagedProcess(self._argv(), self.dir / self.log_name, cwd=self.dir)
+        t0 = time.monotonic()
+        self._proc.start()
+        try:
+            await self._wait_ready_tls(self._proc)
+        except BaseException:
+            self._proc.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    async def _wait_ready_tls(self, proc: ManagedProcess) -> None:
+        assert self.tls is not None
+        ctx = ssl.create_default_context(cafile=str(self.tls.ca_file))
+        deadline = time.monotonic() + self.startup_timeout
+        url = f"{self.url}/-/ready"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while True:
+                if proc.proc is not None and proc.proc.poll() is not None:
+                    raise ServiceStartError(f"prometheus exited with {proc.proc.returncode}:\n{proc.log_tail()}")
+                try:
+                    async with session.get(url, ssl=ctx) as resp:
+                        if resp.status == 200:
+                            return
+                except (TimeoutError, aiohttp.ClientError, OSError):
+                    pass  # not listening yet
+                if time.monotonic() > deadline:
+                    raise ServiceStartError(f"{url} not ready after {self.startup_timeout}s:\n{proc.log_tail()}")
+                await asyncio.sleep(0.05)
+
     async def query(self, promql: str, at: float | None = None) -> list[dict]:
-        """Instant query via prometheus_api_client at ``at`` (default ``end_ts``)."""
+        """Instant query via prometheus_api_client at ``at`` (default ``end_ts``), trusting ``tls``'s CA."""
+        import requests
         from prometheus_api_client import PrometheusConnect
 
         at = self.end_ts if at is None else at
         if at is None:
             raise ValueError("no evaluation time: pass at=")
-        pc = PrometheusConnect(self.url, disable_ssl=True)
-        return await asyncio.to_thread(pc.custom_query, promql, params={"time": at})
+        session = requests.Session()
+        session.verify = str(self.tls.ca_file) if self.tls else True
+        pc = PrometheusConnect(self.url, session=session)
+        try:
+            return await asyncio.to_thread(pc.custom_query, promql, params={"time": at})
+        finally:
+            pc.close()

@@ -97,3 +97,57 @@ def unsupported_patch(accepted: list[str]) -> ApiError:
 
 def resource_not_found() -> ApiError:
     return ApiError(404, "the server could not find the requested resource", "NotFound", {})
+
+
+def unauthorized() -> ApiError:
+    # responsewriters.UnauthorizedNegotiated: a bare Status, no details.
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def forbidden(group: str, resource: str, name: str, message: str) -> ApiError:
+    """apierrors.NewForbidden(GroupResource{group, resource}, name, err): the qualified resource never
+    carries the subresource; the authorizer's message (`err`) names it."""
+    qualified = f"{resource}.{group}" if group else resource
+    if not resource:
+        text = f"forbidden: {message}"
+    elif name:
+        text = f'{qualified} "{name}" is forbidden: {message}'
+    else:
+        text = f"{qualified} is forbidden: {message}"
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
+    if group:
+        details["group"] = group
+    if resource:
+        details["kind"] = resource
+    return ApiError(403, text, "Forbidden", details)
+
+
+def unprocessable(server_message: str) -> ApiError:
+    """apierrors.NewGenericServerResponse(422, "", GroupResource{}, "", msg, 0, false), which is how the
+    apiserver answers a JSON patch that does not apply (handlers/patch.go applyJSPatch): the generic
+    message, the patch library's error as the one cause."""
+    return ApiError(
+        422,
+        "the server rejected our request due to an error in our request",
+        "Invalid",
+        {"causes": [{"reason": "UnexpectedServerResponse", "message": server_message}]},
+    )
+
+
+def invalid_kind(group: str, kind: str, name: str, causes: list[dict]) -> ApiError:
+    """apierrors.NewInvalid for a GroupKind that is not a resource (e.g. PatchOptions.meta.k8s.io, or the
+    empty GroupKind the patch handler uses when the patched object cannot be decoded)."""
+    qualified = f"{kind}.{group}" if group else kind
+    summary = ", ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
+    if len(causes) > 1:
+        summary = f"[{summary}]"
+    details: dict[str, Any] = {"causes": causes}
+    if name:
+        details["name"] = name
+    if group:
+        details["group"] = group
+    if kind:
+        details["kind"] = kind
+    return ApiError(422, f'{qualified} "{name}" is invalid: {summary}', "Invalid", details)

@@ -3,12 +3,24 @@ kubernetes_asyncio alike."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import yaml
 
+from . import tls
+
 FAKE_TOKEN = "fake-token"
 FAKE_USER = "fake-user"
+
+
+def cluster_entry(url: str) -> dict:
+    """A kubeconfig `cluster:` for a fake server URL: https servers get the fake CA as
+    certificate-authority-data, as a real kubeconfig carries its cluster's CA."""
+    entry: dict = {"server": url}
+    if url.startswith("https://"):
+        entry["certificate-authority-data"] = base64.b64encode(tls.pki().ca_pem).decode()
+    return entry
 
 
 def write_kubeconfig(path: Path, clusters: dict[str, str]) -> Path:
@@ -19,7 +31,7 @@ def write_kubeconfig(path: Path, clusters: dict[str, str]) -> Path:
         "apiVersion": "v1",
         "kind": "Config",
         "preferences": {},
-        "clusters": [{"name": n, "cluster": {"server": url}} for n, url in clusters.items()],
+        "clusters": [{"name": n, "cluster": cluster_entry(url)} for n, url in clusters.items()],
         "users": [{"name": FAKE_USER, "user": {"token": FAKE_TOKEN}}],
         "contexts": [{"name": n, "context": {"cluster": n, "user": FAKE_USER}} for n in names],
         "current-context": names[0] if names else "",

@@ -7,6 +7,8 @@ holds the kind's storage version.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import json
 import uuid
@@ -16,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from . import errors, patching, schema
+from . import errors, managed, patching, schema
 from .errors import ApiError
 from .resources import Registry, ResourceType
 from .storage import Store, match_fields, match_labels
@@ -29,6 +31,45 @@ class WriteOpts:
     dry_run: bool = False
     strict: bool = False  # fieldValidation=Strict
     warnings: list[str] = field(default_factory=list)
+    # Recorded in metadata.managedFields: ?fieldManager=, else the User-Agent's product token.
+    manager: str = "fake-kube"
+
+
+@dataclass
+class ListOpts:
+    label_selector: str | None = None
+    field_selector: str | None = None
+    limit: int = 0  # 0: everything
+    continue_token: str | None = None
+
+
+def _encode_continue(rv: str, ns: str, name: str) -> str:
+    """The etcd3 store's token: base64url(JSON{v, rv, start}), start being the last key plus a NUL."""
+    key = f"{ns}/{name}" if ns else name
+    doc = {"v": "meta.k8s.io/v1", "rv": int(rv), "start": key + "\x00"}
+    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str, namespaced: bool) -> tuple[str, tuple[str, str]]:
+    """(resourceVersion, last key returned) from a continue token, or the real 400."""
+
+    def bad(why: str) -> ApiError:
+        return ApiError(400, f"invalid continue token: continue key is not valid: {why}")
+
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError) as e:
+        raise bad(str(e)) from None
+    if not isinstance(doc, dict) or doc.get("v") != "meta.k8s.io/v1":
+        raise bad("unrecognized encoded version")
+    if not isinstance(doc.get("rv"), int) or doc["rv"] <= 0:
+        raise bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    start = doc.get("start")
+    if not isinstance(start, str) or not start.rstrip("\x00"):
+        raise bad("encoded start key empty (version meta.k8s.io/v1)")
+    key = start.rstrip("\x00")
+    ns, _, name = key.partition("/") if namespaced else ("", "", key)
+    return str(doc["rv"]), (ns, name)
 
 
 def _now() -> str:
@@ -74,26 +115,34 @@ class Objects:
     def read(self, rt: ResourceType, version: str, ns: str | None, name: str) -> dict:
         return self.registry.convert(rt, self._stored(rt, ns, name), version)
 
-    def list(
-        self,
-        rt: ResourceType,
-        version: str,
-        ns: str | None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> dict:
-        items = []
+    def list(self, rt: ResourceType, version: str, ns: str | None, opts: ListOpts | None = None) -> dict:
+        """A list, one page of it when opts.limit is set: metadata.continue while more remain and,
+        without selectors, metadata.remainingItemCount (as the etcd3 store does)."""
+        opts = opts or ListOpts()
+        rv = self.store.current_rv
+        after: tuple[str, str] | None = None
+        if opts.continue_token:
+            rv, after = _decode_continue(opts.continue_token, rt.namespaced)
+        matched = []
         for obj in self.store.items(rt, ns if rt.namespaced else None):
-            if match_labels(obj.get("metadata", {}).get("labels") or {}, label_selector) and match_fields(
-                obj, field_selector
-            ):
-                item = self.registry.convert(rt, obj, version)
-                items.append(item)
+            meta = obj.get("metadata", {})
+            key = (meta.get("namespace") or "", meta["name"])
+            if after is not None and key <= after:
+                continue
+            if match_labels(meta.get("labels") or {}, opts.label_selector) and match_fields(obj, opts.field_selector):
+                matched.append((key, obj))
+        list_meta: dict[str, Any] = {"resourceVersion": rv}
+        if opts.limit > 0 and len(matched) > opts.limit:
+            last_key = matched[opts.limit - 1][0]
+            list_meta["continue"] = _encode_continue(rv, *last_key)
+            if not opts.label_selector and not opts.field_selector:
+                list_meta["remainingItemCount"] = len(matched) - opts.limit
+            matched = matched[: opts.limit]
         return {
             "apiVersion": rt.api_version(version),
             "kind": rt.list_kind,
-            "metadata": {"resourceVersion": self.store.current_rv},
-            "items": items,
+            "metadata": list_meta,
+            "items": [self.registry.convert(rt, obj, version) for _, obj in matched],
         }
 
     # ------------------------------------------------------------- writing
@@ -135,6 +184,7 @@ class Objects:
             elif rt.kind == "Namespace":
                 new["status"] = {"phase": "Active"}
         self._admit(rt, version, new, opts)
+        new["metadata"]["managedFields"] = managed.record_update(None, new, opts.manager, rt.api_version(version), None)
         return self._store(rt, version, new, opts)
 
     def replace(
@@ -196,7 +246,7 @@ class Objects:
             except patching.PatchFormatError as e:
                 raise ApiError(400, str(e)) from None
             except patching.PatchApplyError as e:
-                raise ApiError(422, str(e), "Invalid") from None
+                raise errors.unprocessable(str(e)) from None
 
         if sub == "scale":
             return self._write_scale(rt, version, ns, name, apply, opts)
@@ -204,6 +254,17 @@ class Objects:
         new = apply(old)
         if not isinstance(new, dict):
             raise ApiError(400, "patched object is not a JSON object")
+        decode_error = schema.meta_type_error(new, rt.builtin)
+        if decode_error:
+            # The patched JSON no longer decodes: jsonPatcher/smpPatcher answer NewInvalid(GroupKind{}, "",
+            # field.Invalid("patch", <patched JSON>, <decode error>)).
+            patched = json.dumps(new, separators=(",", ":"))
+            cause = {
+                "reason": "FieldValueInvalid",
+                "field": "patch",
+                "message": f"Invalid value: {json.dumps(patched)}: {decode_error}",
+            }
+            raise errors.invalid_kind("", "", "", [cause])
         return self._update(rt, version, ns, name, old, new, sub, opts)
 
     def delete(self, rt: ResourceType, version: str, ns: str | None, name: str, opts: WriteOpts) -> dict:
@@ -283,6 +344,11 @@ class Objects:
         new["apiVersion"], new["kind"] = rt.api_version(version), rt.kind
         if not isinstance(new.get("metadata"), dict):
             new["metadata"] = {}
+        decode_error = schema.meta_type_error(new, rt.builtin)
+        if decode_error:
+            # The request body does not decode: create/update handlers answer BadRequest
+            # (transformDecodeError).
+            raise ApiError(400, f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {decode_error}')
         return new
 
     @staticmethod
@@ -308,10 +374,13 @@ class Objects:
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
-        # Server-managed metadata always comes from the stored object.
-        for k in ("uid", "creationTimestamp", "generation", "resourceVersion"):
+        # Server-managed metadata always comes from the stored object. managedFields too: the fake does
+        # not let a client rewrite them (a real server would take a non-empty list as the new one).
+        for k in ("uid", "creationTimestamp", "generation", "resourceVersion", "managedFields"):
             if k in old["metadata"]:
                 meta[k] = old["metadata"][k]
+            else:
+                meta.pop(k, None)
         if sub == "status":
             # /status may change only .status
             status = new.get("status")
@@ -330,13 +399,15 @@ class Objects:
             return old  # no-op: real apiserver does not bump resourceVersion
         if _without(new, "metadata", "status") != _without(old, "metadata", "status"):
             meta["generation"] = int(old["metadata"].get("generation") or 1) + 1
+        new["metadata"]["managedFields"] = managed.record_update(old, new, opts.manager, rt.api_version(version), sub)
         return self._store(rt, version, new, opts)
 
     def _admit(self, rt: ResourceType, version: str, obj: dict, opts: WriteOpts) -> None:
         """Prune, default and validate (schema.py), raising 400/422."""
         name = obj["metadata"].get("name", "")
+        meta_causes = schema.validate_object_meta(obj)
         if rt.builtin:
-            causes = schema.validate_builtin(rt.kind, obj)
+            causes = meta_causes + schema.validate_builtin(rt.kind, obj)
         else:
             sch = rt.schemas.get(version)
             pruned = schema.prune(obj, sch)
@@ -348,7 +419,7 @@ class Objects:
                 )
             opts.warnings += [f'unknown field "{p}"' for p in pruned]
             schema.apply_defaults(obj, sch)
-            causes = schema.validate_custom(obj, sch)
+            causes = meta_causes + schema.validate_custom(obj, sch)
         if causes:
             raise errors.invalid(rt, name, causes)
 
@@ -370,6 +441,9 @@ class Objects:
             raise ValueError(f"{obj.get('apiVersion')} {obj['kind']} is not served by the fake")
         new = copy.deepcopy(obj)
         meta = new.setdefault("metadata", {})
+        decode_error = schema.meta_type_error(new, rt.builtin)
+        if decode_error:
+            raise ValueError(decode_error)
         ns = (meta.get("namespace") or "default") if rt.namespaced else None
         self._bind_namespace(rt, new, ns)
         if rt.namespaced and self.store.get(self.registry.by_name("namespaces"), None, ns) is None:

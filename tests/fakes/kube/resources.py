@@ -7,9 +7,10 @@ subresources, schemas and version conversion.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,23 @@ def _builtin_types() -> list[ResourceType]:
             group="apps",
             scale=ScaleSpec(".spec.replicas", ".status.replicas", None),
         ),
+        # Argo Rollouts runs its pods through ReplicaSets it owns (one per pod-template hash).
+        core(
+            "ReplicaSet",
+            "replicasets",
+            True,
+            short=["rs"],
+            group="apps",
+            scale=ScaleSpec(".spec.replicas", ".status.replicas", None),
+        ),
+        core(
+            "StatefulSet",
+            "statefulsets",
+            True,
+            short=["sts"],
+            group="apps",
+            scale=ScaleSpec(".spec.replicas", ".status.replicas", None),
+        ),
     ]
 
 
@@ -168,14 +186,39 @@ CONVERSIONS: dict[tuple[str, str], Callable[[dict, str, str], None]] = {
 }
 
 
+def restrict_versions(rt: ResourceType, versions: Sequence[str]) -> ResourceType:
+    """A copy of a CRD's type serving only `versions` (what an older or newer operator release installs).
+    The storage version stays unless it is no longer served; then the newest served one stores."""
+    unknown = [v for v in versions if v not in rt.versions]
+    if unknown:
+        raise ValueError(f"{rt.plural}.{rt.group} has no version(s) {unknown}; its CRD defines {rt.versions}")
+    served = [v for v in rt.versions if v in versions]
+    storage = rt.storage_version if rt.storage_version in served else max(served, key=version_priority)
+    return dataclasses.replace(
+        rt, versions=served, storage_version=storage, schemas={v: rt.schemas.get(v) for v in served}
+    )
+
+
 class Registry:
-    def __init__(self, crd_dir: Path | None):
+    def __init__(self, crd_dir: Path | None, served: Mapping[str, Sequence[str]] | None = None):
+        """served: {"plural.group": versions} limits a CRD to those versions; an empty list leaves
+        the CRD out entirely (the operator is not installed)."""
         self.types: list[ResourceType] = _builtin_types()
+        wanted = dict(served or {})
         if crd_dir is not None and crd_dir.is_dir():
             for p in sorted(crd_dir.glob("*.y*ml")):
                 rt = load_crd(p)
-                if rt is not None:
-                    self.types.append(rt)
+                if rt is None:
+                    continue
+                key = f"{rt.plural}.{rt.group}"
+                if key in wanted:
+                    versions = wanted.pop(key)
+                    if not versions:
+                        continue
+                    rt = restrict_versions(rt, versions)
+                self.types.append(rt)
+        if wanted:
+            raise ValueError(f"served names CRDs this fake does not have: {sorted(wanted)}")
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         for rt in self.types:

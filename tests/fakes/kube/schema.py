@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -203,10 +204,158 @@ def validate_builtin(kind: str, obj: dict) -> list[dict]:
         for i, c in enumerate(containers or []):
             if not c.get("name"):
                 bad(f"spec.containers[{i}].name", "Required value", "FieldValueRequired")
-    elif kind == "Deployment":
+    elif kind in ("Deployment", "ReplicaSet", "StatefulSet"):
         r = spec.get("replicas", 1)
         if not isinstance(r, int) or r < 0:
             bad("spec.replicas", f"Invalid value: {_fmt(r)}: must be greater than or equal to 0")
         if not spec.get("selector"):
             bad("spec.selector", "Required value", "FieldValueRequired")
+        else:
+            # ValidateReplicaSetSpec / ValidateDeploymentSpec: the selector must select the template.
+            wanted = (spec.get("selector") or {}).get("matchLabels") or {}
+            labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+            if any(labels.get(k) != v for k, v in wanted.items()):
+                bad(
+                    "spec.template.metadata.labels",
+                    f"Invalid value: {_fmt(labels)}: `selector` does not match template `labels`",
+                )
+    return causes
+
+
+# ------------------------------------------------------------- object metadata
+# apimachinery ValidateObjectMeta's label/annotation checks, with the v1.32 messages
+# (k8s.io/apimachinery/pkg/util/validation: IsQualifiedName, IsValidLabelValue, IsDNS1123Subdomain).
+
+_QNAME_CHAR = "[A-Za-z0-9]"
+_QNAME_FMT = f"({_QNAME_CHAR}[-A-Za-z0-9_.]*)?{_QNAME_CHAR}"
+_QNAME_ERR = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
+_LABEL_VALUE_ERR = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL + "(\\." + _DNS1123_LABEL + ")*"
+_DNS1123_SUBDOMAIN_ERR = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def _full(fmt: str, value: str) -> bool:
+    return re.fullmatch(fmt, value) is not None
+
+
+def _dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _full(_DNS1123_SUBDOMAIN_FMT, value):
+        errs.append(_regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """validation.IsQualifiedName."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs += ["prefix part " + m for m in _dns1123_subdomain(prefix)]
+    else:
+        return [
+            "a qualified name "
+            + _regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _full(_QNAME_FMT, name):
+        errs.append("name part " + _regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def label_value_errors(value: str) -> list[str]:
+    """validation.IsValidLabelValue."""
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _full(_LABEL_VALUE_FMT, value):
+        errs.append(_regex_error(_LABEL_VALUE_ERR, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+_JSON_KIND = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+
+
+def meta_type_error(obj: dict, builtin: bool) -> str | None:
+    """The JSON decode error the apiserver hits when labels/annotations are not maps of strings
+    (Go's encoding/json UnmarshalTypeError text), or None."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    for fld in ("labels", "annotations"):
+        value = meta.get(fld)
+        where = f"ObjectMeta.metadata.{fld}" if builtin else f"ObjectMeta.{fld}"
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            kind = _JSON_KIND.get(type(value), "value")
+            return f"json: cannot unmarshal {kind} into Go struct field {where} of type map[string]string"
+        for v in value.values():
+            if v is not None and not isinstance(v, str):
+                kind = _JSON_KIND.get(type(v), "value")
+                return f"json: cannot unmarshal {kind} into Go struct field {where} of type string"
+    return None
+
+
+def validate_object_meta(obj: dict) -> list[dict]:
+    """ValidateLabels + ValidateAnnotations as Status causes (field metadata.labels / metadata.annotations)."""
+    meta = obj.get("metadata") or {}
+    causes: list[dict] = []
+
+    def invalid(fld: str, value: str, msg: str) -> None:
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "field": f"metadata.{fld}",
+                "message": f"Invalid value: {_fmt(value)}: {msg}",
+            }
+        )
+
+    for k, v in sorted((meta.get("labels") or {}).items()):
+        for msg in qualified_name_errors(k):
+            invalid("labels", k, msg)
+        for msg in label_value_errors(v or ""):
+            invalid("labels", v, msg)
+    annotations = meta.get("annotations") or {}
+    for k in sorted(annotations):
+        # The rule is QualifiedName except that case doesn't matter.
+        for msg in qualified_name_errors(k.lower()):
+            invalid("annotations", k, msg)
+    if sum(len(k) + len(v or "") for k, v in annotations.items()) > TOTAL_ANNOTATION_SIZE_LIMIT:
+        causes.append(
+            {
+                "reason": "FieldValueTooLong",
+                "field": "metadata.annotations",
+                "message": f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes",
+            }
+        )
     return causes

@@ -5,11 +5,14 @@ API for kubernetes_asyncio and kubectl. One instance = one cluster (cell).
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import os
 import re
 import socket
+import ssl
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +20,23 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, errors
+from . import auth, discovery, errors, managed, tls
+from .auth import Rule
+from .controllers import CONTROLLERS, Controller
 from .errors import ApiError
-from .objects import Objects, WriteOpts, parse_body
+from .kubeconfig import FAKE_TOKEN, FAKE_USER
+from .objects import ListOpts, Objects, WriteOpts, parse_body
 from .resources import Registry, ResourceType
 from .storage import Store
+
+# Where a path that no handler serves ends up (genericapiserver's NotFound delegate: net/http's
+# NotFound). CRD groups, unserved CRD versions and unknown groups all answer this.
+_PLAIN_404 = "404 page not found\n"
+_OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
+
+
+class _PathNotFound(Exception):
+    pass
 
 
 def default_crd_dir() -> Path:
@@ -50,6 +65,7 @@ class _Fault:
     reason: str | None = None
     message: str | None = None
     seconds: float = 0.0
+    retry_after: int | None = None
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and self.method in ("*", method) and bool(self.path_re.search(path))
@@ -57,6 +73,10 @@ class _Fault:
 
 def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
     resp = web.Response(text=json.dumps(body), status=status, content_type="application/json")
+    retry = (body.get("details") or {}).get("retryAfterSeconds") if isinstance(body, dict) else None
+    if retry:
+        # responsewriters.ErrorNegotiated: a Status with retryAfterSeconds also sets Retry-After.
+        resp.headers["Retry-After"] = str(retry)
     for w in warnings or []:
         resp.headers.add("Warning", "299 - " + json.dumps(w))  # RFC 7234 warn-code 299
     return resp
@@ -73,12 +93,31 @@ def _parse_recorded_body(raw: bytes, ctype: str | None) -> Any:
 
 
 class FakeKubeCluster:
-    def __init__(self, name: str, crd_dir: Path | None = None):
+    def __init__(
+        self,
+        name: str,
+        crd_dir: Path | None = None,
+        *,
+        served: Mapping[str, Sequence[str]] | None = None,
+        tls: bool = True,
+    ):
+        """served: {"plural.group": versions} -- this cluster serves only those versions of that CRD
+        (discovery omits the others and their paths answer the real 404); an empty list leaves the
+        CRD out. Other CRDs serve every version their file declares.
+        tls: serve https with the process's test CA (write_kubeconfig embeds it). kubectl sends a
+        kubeconfig's token only to https servers, so tls=False leaves kubectl unauthenticated."""
         self.name = name
+        self.tls = tls
         self.crd_dir = Path(crd_dir) if crd_dir is not None else default_crd_dir()
         if not self.crd_dir.is_dir():
             raise FileNotFoundError(f"CRD dir {self.crd_dir} not found (set FIREBREAK_CRD_DIR)")
-        self.registry = Registry(self.crd_dir)
+        self.registry = Registry(self.crd_dir, served)
+        # Bearer tokens the server accepts; anything else is 401 (every path, /version included).
+        self.tokens: set[str] = {FAKE_TOKEN}
+        self.user = FAKE_USER  # the user every accepted token authenticates as (403 messages name it)
+        # RBAC: None allows everything; otherwise a request must match one rule (see allow_only).
+        self.rbac: list[Rule] | None = None
+        self.controllers: dict[str, Controller] = {}
         self.store = Store()
         self.objects = Objects(self.registry, self.store)
         self.requests: list[Recorded] = []
@@ -101,14 +140,39 @@ class FakeKubeCluster:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))  # the OS picks a free port; no bind race
-        await web.SockSite(self._runner, sock).start()
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        ssl_context = (await asyncio.to_thread(tls.pki)).server_context() if self.tls else None
+        await web.SockSite(self._runner, sock, ssl_context=ssl_context).start()
+        scheme = "https" if self.tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{sock.getsockname()[1]}"
         return self.url
 
+    @property
+    def ca_data(self) -> str:
+        """base64 of the CA certificate, for a kubeconfig's certificate-authority-data."""
+        pki = tls.made()
+        if not self.tls or pki is None:
+            raise RuntimeError(f"{self.name} serves no TLS (tls=False, or not started)")
+        return base64.b64encode(pki.ca_pem).decode()
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """For raw HTTP clients (aiohttp `ssl=`): trusts this server's CA. None when tls=False."""
+        pki = tls.made()
+        if not self.tls:
+            return None
+        if pki is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return pki.client_context()
+
     async def stop(self) -> None:
+        """Stop the controllers, then the server. A controller that crashed re-raises its error here,
+        so a bug in one fails the test instead of passing silently."""
+        controllers, self.controllers = list(self.controllers.values()), {}
+        failures = [e for e in [await c.stop() for c in controllers] if e is not None]
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if failures:
+            raise failures[0]
 
     async def __aenter__(self) -> FakeKubeCluster:
         await self.start()
@@ -116,6 +180,31 @@ class FakeKubeCluster:
 
     async def __aexit__(self, *exc) -> None:
         await self.stop()
+
+    # ----------------------------------------------------------- auth, controllers
+
+    def set_tokens(self, *tokens: str) -> None:
+        """Accept exactly these bearer tokens from now on (rotate or expire credentials mid-test)."""
+        self.tokens = set(tokens)
+
+    def allow_only(self, *rules: Rule) -> None:
+        """RBAC from now on: a request is allowed when one of `rules` matches it, else the real 403.
+        No rules at all denies every resource request; `cluster.rbac = None` allows all again."""
+        self.rbac = list(rules)
+
+    def start_controller(self, name: str, interval: float = 0.1) -> Controller:
+        """Start an opt-in controller ("kueue" or "argo") as a background task on the running loop;
+        it reconciles every `interval` seconds until the cluster stops."""
+        if name in self.controllers:
+            raise ValueError(f"controller {name!r} already running on {self.name}")
+        try:
+            factory = CONTROLLERS[name]
+        except KeyError:
+            raise ValueError(f"unknown controller {name!r}; known: {sorted(CONTROLLERS)}") from None
+        ctl = factory(self.registry, self.objects, self.store)
+        ctl.start(interval)
+        self.controllers[name] = ctl
+        return ctl
 
     # ----------------------------------------------------------- test helpers
 
@@ -157,11 +246,24 @@ class FakeKubeCluster:
         times: int = 1,
         reason: str | None = None,
         message: str | None = None,
+        retry_after: int | None = None,
     ) -> None:
         """Answer the next `times` matching requests with a Status error.
-        method "*" matches any; `reason` overrides the Status reason."""
+        method "*" matches any; `reason` overrides the Status reason. `retry_after` sets
+        details.retryAfterSeconds and the Retry-After header; a 429 gets 1 s unless told otherwise,
+        as the apiserver's throttling (max-in-flight / priority and fairness) answers."""
+        if retry_after is None and status == 429:
+            retry_after = 1
         self._fails.append(
-            _Fault(method.upper(), re.compile(path_regex), times, status=status, reason=reason, message=message)
+            _Fault(
+                method.upper(),
+                re.compile(path_regex),
+                times,
+                status=status,
+                reason=reason,
+                message=message,
+                retry_after=retry_after,
+            )
         )
 
     def delay_next(self, method: str, path_regex: str, seconds: float, times: int = 1) -> None:
@@ -203,12 +305,17 @@ class FakeKubeCluster:
                 fail.status,
                 fail.message or f"fake-kube injected {fail.status} for {request.method} {request.path}",
                 fail.reason,
-                {},
+                {"retryAfterSeconds": fail.retry_after} if fail.retry_after else {},
             )
             resp = _json(err.status(), err.code)
         else:
             try:
+                auth.authenticate(request.headers.get("Authorization"), self.tokens)
+                info = auth.request_info(request.method, request.path, dict(request.query))
+                auth.authorize(self.rbac, self.user, info)
                 resp = self._dispatch(request, raw)
+            except _PathNotFound:
+                resp = web.Response(text=_PLAIN_404, status=404, content_type="text/plain")
             except ApiError as e:
                 resp = _json(e.status(), e.code)
             except Exception as e:  # noqa: BLE001 - a bug in the fake should look like a 500, not a hang
@@ -231,18 +338,28 @@ class FakeKubeCluster:
             if len(parts) == 2:
                 doc = discovery.api_group(self.registry, parts[1])
                 if doc is None:
-                    raise errors.resource_not_found()
+                    raise _PathNotFound
                 return _json(doc)
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             # e.g. /openapi/v2, /openapi/v3: kubectl copes with a 404 here.
-            return web.Response(text="404 page not found\n", status=404, content_type="text/plain")
+            raise _PathNotFound
         if not rest:
             doc = discovery.api_resource_list(self.registry, group, version)
             if doc is None:
-                raise errors.resource_not_found()
+                raise _PathNotFound
             return _json(doc)
         return self._resource(request, method, group, version, rest, raw)
+
+    def _no_such_path(self, group: str, version: str) -> Exception:
+        """A group version the apiserver itself serves (core, apps) answers an unknown resource with
+        go-restful's 404 Status; anything else (CRD groups, unserved versions) reaches the NotFound
+        delegate's plain-text 404."""
+        if any(rt.builtin and rt.group == group and version in rt.versions for rt in self.registry.types):
+            err = errors.resource_not_found()
+            err.details = {"causes": [{"reason": "UnexpectedServerResponse", "message": "404: Page Not Found"}]}
+            return err
+        return _PathNotFound()
 
     def _resource(self, request, method, group, version, rest, raw) -> web.Response:
         ns = None
@@ -250,16 +367,16 @@ class FakeKubeCluster:
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             ns, rest = rest[1], rest[2:]
         if len(rest) > 3:
-            raise errors.resource_not_found()
+            raise self._no_such_path(group, version)
         plural, name = rest[0], (rest[1] if len(rest) > 1 else None)
         sub = rest[2] if len(rest) > 2 else None
         rt = self.registry.lookup(group, version, plural)
         if rt is None or (ns is not None and not rt.namespaced) or (rt.namespaced and ns is None and name is not None):
-            raise errors.resource_not_found()
+            raise self._no_such_path(group, version)
         if sub is not None and not ((sub == "status" and rt.has_status) or (sub == "scale" and rt.scale is not None)):
-            raise errors.resource_not_found()
+            raise self._no_such_path(group, version)
         q = request.query
-        opts = WriteOpts(dry_run=q.get("dryRun") == "All", strict=q.get("fieldValidation") == "Strict")
+        opts = self._write_opts(request)
         ctype = request.headers.get("Content-Type", "application/json")
         objs = self.objects
 
@@ -271,7 +388,7 @@ class FakeKubeCluster:
 
         if method == "GET":
             if name is None:
-                return _json(objs.list(rt, version, ns, q.get("labelSelector"), q.get("fieldSelector")))
+                return _json(objs.list(rt, version, ns, _list_opts(q)))
             if sub == "scale":
                 return _json(objs.read_scale(rt, ns, name))
             return _json(objs.read(rt, version, ns, name))
@@ -287,3 +404,35 @@ class FakeKubeCluster:
             raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         self.warnings += opts.warnings
         return _json(out, code, opts.warnings)
+
+    @staticmethod
+    def _write_opts(request: web.Request) -> WriteOpts:
+        """dryRun, fieldValidation and fieldManager of a write, validated like the apiserver's
+        Create/Update/Patch/DeleteOptions."""
+        q = request.query
+        kind = _OPTIONS_KIND.get(request.method, "")
+        dry_run = q.getall("dryRun", [])
+        bad = [v for v in dry_run if v != "All"]
+        if bad and kind:
+            shown = "[]string{" + ", ".join(json.dumps(v) for v in dry_run) + "}"
+            cause = {
+                "reason": "FieldValueNotSupported",
+                "field": "dryRun",
+                "message": f'Unsupported value: {shown}: supported values: "All"',
+            }
+            raise errors.invalid_kind("meta.k8s.io", kind, "", [cause])
+        manager = q.get("fieldManager", "")
+        if manager and kind and kind != "DeleteOptions":
+            managed.validate_field_manager(manager, kind)
+        if not manager:
+            manager = managed.prefix_from_user_agent(request.headers.get("User-Agent", ""))
+        return WriteOpts(dry_run="All" in dry_run, strict=q.get("fieldValidation") == "Strict", manager=manager)
+
+
+def _list_opts(q: Mapping[str, str]) -> ListOpts:
+    limit = q.get("limit") or "0"
+    try:
+        n = int(limit)
+    except ValueError:
+        raise ApiError(400, f'invalid value "{limit}" for "limit": must be an integer') from None
+    return ListOpts(q.get("labelSelector"), q.get("fieldSelector"), max(n, 0), q.get("continue") or None)
