@@ -30,10 +30,12 @@ from bot.incidents.store import IncidentRepo
 from bot.policy import load_policy
 from bot.scheduler import Job, Scheduler
 from bot.server import build_web
+from bot.signals import capability as signals
 from bot.slack.app import build_bolt
 from bot.slack.gateway import SlackGateway, make_client
 from bot.slack.lane import Lane
 from bot.store import Redis, connect
+from bot.triage import capability as triage
 from levers import capability as levers
 
 # In this order: `/incident help` lists commands in the order they are registered.
@@ -42,6 +44,8 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
     comms.register,  # update, reminders and escalation, snooze, the update form, handoff nudges, secret flags
     levers.register,  # levers lever undo, lever settling, the open-levers status line
     approvals.register,  # breakglass, approve/deny, approval timers, grants for levers
+    signals.register,  # POST /alertmanager: alerts open and join incidents, one summary per delivery
+    triage.register,  # triage (the PromQL set per cell), changed (six streams of what changed)
     intents.register,  # the core's repair of requests interrupted between intent and audit entry
 )
 

@@ -21,11 +21,12 @@ class Source(str, Enum):
     console = "console"
     scheduler = "scheduler"
     system = "system"  # Firebreak's own repair work (reconciling levers at start)
+    alertmanager = "alertmanager"  # alerts from POST /alertmanager (bearer token checked at the edge)
 
     @property
     def is_system(self) -> bool:
         """Firebreak's own work: authenticated at its edge, not by a person's seat."""
-        return self in (Source.scheduler, Source.system)
+        return self in (Source.scheduler, Source.system, Source.alertmanager)
 
 
 class IncidentView(Protocol):

@@ -47,7 +47,8 @@ def register(reg: Registry) -> None:
         Role,
         handoffs.role,
         spec=Spec("/incident role <role> <@user>", positional=("role", "user")),
-        summary="assign a role (ic ops comms scribe model capacity security)",
+        summary="assign a role (ic ops comms scribe model capacity security); anyone may take an empty IC seat",
+        rule=handoffs.role_rule,
     )
     reg.command(
         Handoff,

@@ -34,9 +34,14 @@ async def open_incident(
     regions: list[str],
     detected_at: float | None = None,
     request_id: str | None = None,
+    number: int | None = None,
+    by: str | None = None,
+    alert_group: str | None = None,
 ) -> tuple[Incident, list[str]]:
-    """Create channel, record, card. ``ic`` declared it and sits as IC (None: opened by Firebreak
-    itself, the seat stays empty). ``request_id``: the request whose intent records the channel.
+    """Create channel, record, card. ``ic`` sits as IC (None: the seat stays empty, and anyone
+    may take it). ``by`` declared it (default: ``ic``, else Firebreak itself); ``number``: one
+    already taken from the counter (bot/signals reserves it before opening). ``request_id``: the
+    request whose intent records the channel.
 
     Returns the incident and what went wrong after it was saved (the chat refusing the
     invite, card or pin): the incident stands, and the caller says what is missing. Raises
@@ -44,8 +49,10 @@ async def open_incident(
     """
     store = repo(svc)
     now = svc.clock.now()
+    declarer = by or ic or SYSTEM_ACTOR
     try:
-        number = await store.next_number()
+        if number is None:
+            number = await store.next_number()
     except RedisError:
         raise NotOpened(
             "Firebreak can't reach its store; no channel or incident was created. Try again in a minute."
@@ -61,9 +68,7 @@ async def open_incident(
             await svc.audit.note_intent(request_id, channel=channel_id, channel_name=name, number=number)
     except RedisError:
         # Nothing was saved, and nothing can be: the channel would be an orphan. Archive it now.
-        raise NotOpened(
-            await orphans.archive_now(svc, channel_id, f"INC-{number}", title, ic or SYSTEM_ACTOR)
-        ) from None
+        raise NotOpened(await orphans.archive_now(svc, channel_id, f"INC-{number}", title, declarer)) from None
     inc = Incident(
         id=f"INC-{number}",
         number=number,
@@ -71,14 +76,15 @@ async def open_incident(
         sev=sev,
         channel_id=channel_id,
         channel_name=name,
-        declared_by=ic or SYSTEM_ACTOR,
+        declared_by=declarer,
         declared_at=now,
         detected_at=min(detected_at or now, now),
         cells=cells,
         products=products,
         regions=regions,
         next_update_due=rules.first_due(now, sev, svc.policy.cadence),
-        roles={"ic": RoleHolder(user=ic, since=now, by=ic)} if ic else {},
+        roles={"ic": RoleHolder(user=ic, since=now, by=declarer)} if ic else {},
+        alert_group=alert_group,
     )
     try:
         await store.create(inc)
@@ -91,7 +97,8 @@ async def open_incident(
         try:
             await svc.chat.invite(channel_id, [ic])
         except ChatError as f:
-            problems.append(f"you could not be invited to the channel ({f.error})")
+            who = "you" if declarer == ic else f"<@{ic}>"
+            problems.append(f"{who} could not be invited to the channel ({f.error})")
     try:
         ts = await svc.chat.post(channel_id, views.card_text(inc), views.incident_card(inc))
     except ChatError as f:

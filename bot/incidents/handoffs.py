@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 from bot.chat import ChatError
-from bot.core.request import Outcome, Refusal, Request
+from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents import views
 from bot.incidents.commands import Accept, Handoff, Role
 from bot.incidents.models import HandoffRecord, Incident
 from bot.incidents.posts import announce, joined, refresh_card
-from bot.incidents.store import HandoffAccepted, repo
-from bot.policy.roles import ROLE_TITLES
+from bot.incidents.store import HandoffAccepted, SeatTaken, repo
+from bot.policy.roles import ROLE_TITLES, seated
+
+
+async def role_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
+    """`role` is the IC's, except that anyone may take an empty IC seat for themselves (an incident
+    an alert opened with nobody on call). policies/commands.yaml lets `receiver` (the person the
+    command names) through to this rule, which refuses everyone else."""
+    cmd = req.command
+    if inc is None or req.source.is_system or inc.holder("ic") == req.actor:
+        return None
+    if inc.holder("ic") is None:
+        if isinstance(cmd, Role) and cmd.role == "ic" and cmd.user == req.actor:
+            return None
+        return (
+            f"Only the IC can run `role` in {inc.id}, and its IC seat is empty: "
+            f"take it yourself with `/incident role ic <@{req.actor}>`."
+        )
+    return f"Only the IC can run `role` in {inc.id} ({seated(inc, ['ic'])})."
 
 
 async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome:
+    if cmd.role == "ic" and inc.holder("ic") is None and cmd.user == req.actor:
+        return await _take_empty_ic(svc, req, inc)
     if cmd.role == "ic":
         raise Refusal("The IC changes by explicit handoff: `/incident handoff ic @user`.")
     changed = await repo(svc).set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
@@ -34,6 +53,31 @@ async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome
     return Outcome(
         message=joined(
             f"<@{cmd.user}> is now {seat} in {inc.id}{replacing}.", _invite_warning(cmd.user, invite_error), warn, warn2
+        ),
+        audit=audit,
+    )
+
+
+async def _take_empty_ic(svc: Services, req: Request, inc: Incident) -> Outcome:
+    """Anyone may sit in an empty IC seat; the first to ask gets it (Lua: only while empty)."""
+    got = await repo(svc).take_seat(inc.id, "ic", req.actor, svc.clock.now())
+    if got.code is SeatTaken.HELD:
+        raise Refusal(
+            f"<@{got.detail}> took the IC seat of {inc.id} first; ask them for a handoff if you should have it.",
+            holder=got.detail,
+        )
+    invite_error = await _invite(svc, inc, req.actor)
+    warn = await announce(svc, inc.id, f":busts_in_silhouette: <@{req.actor}> took the empty IC seat of {inc.id}.")
+    warn2 = await refresh_card(svc, inc.id)
+    audit: dict[str, object] = {"role": "ic", "user": req.actor, "previous": None, "empty_seat": True}
+    if invite_error:
+        audit["invite_failed"] = invite_error
+    return Outcome(
+        message=joined(
+            f"You are now Incident Commander of {inc.id}. Hand roles out with `/incident role <role> @user`.",
+            _invite_warning(req.actor, invite_error),
+            warn,
+            warn2,
         ),
         audit=audit,
     )

@@ -51,6 +51,8 @@ class Incident(BaseModel):
     last_update_text: str | None = None
     next_update_due: float | None = None
     sev_reason: str | None = None
+    # Opened by Alertmanager alerts (bot/signals): their group, a cell or "security:<cell>". None: declared.
+    alert_group: str | None = None
     roles: dict[str, RoleHolder] = Field(default_factory=dict)
 
     @property
@@ -83,3 +85,20 @@ class HandoffRecord(BaseModel):
     def _lua_empty(cls, v: object) -> object:
         # Lua's cjson turns an empty list into {} on the way back.
         return [] if v == {} else v
+
+
+class AlertRecord(BaseModel):
+    """One Alertmanager alert as an incident keeps it (per fingerprint), for the timeline and the
+    postmortem: when it started (``starts_at``, RFC 3339 as Alertmanager sent it), where its
+    expression lives (``generator_url``), its labels, and when Firebreak heard of it."""
+
+    fingerprint: str
+    status: str  # firing | resolved
+    alertname: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""  # its annotations.summary
+    starts_at: str = ""
+    ends_at: str = ""  # set once resolved
+    generator_url: str = ""
+    received_at: float  # the arrival of the delivery that brought it (firing: its detection)
+    resolved_at: float | None = None  # the arrival of the delivery that said it resolved

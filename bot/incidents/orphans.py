@@ -22,6 +22,7 @@ from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.intents import STALE_AFTER_S, Recovered
 from bot.core.services import Services
+from bot.ids import SYSTEM_ACTOR
 from bot.incidents.store import repo
 
 log = logs.get(__name__)
@@ -30,8 +31,9 @@ log = logs.get(__name__)
 async def archive_orphan(svc: Services, channel: str, inc_id: str, title: str, actor: str, at: float) -> None:
     """Say why in the channel, then archive it. Raises ChatError when Slack refuses the archive;
     one already archived counts as done."""
+    by = "opened by Firebreak from Alertmanager alerts" if actor == SYSTEM_ACTOR else f"declared by <@{actor}>"
     note = (
-        f":file_cabinet: This channel was created for {inc_id} ({quote(title)}), declared by <@{actor}> at "
+        f":file_cabinet: This channel was created for {inc_id} ({quote(title)}), {by} at "
         f"{hhmm(at)} UTC, but Firebreak stopped before it saved the incident. Nothing is tracked here, so "
         "Firebreak archives it. Declare again with `/incident declare` if it is still needed."
     )
@@ -69,9 +71,11 @@ def unsure(inc_id: str, channel: str) -> str:
 
 
 async def declare_interrupted(svc: Services, intent: Intent) -> Recovered | None:
-    """INTERRUPTED for `declare`: finish what a saved incident lacks, archive a channel nothing claimed."""
+    """INTERRUPTED for a request that opens an incident (`declare`, or alerts opening one: both note
+    the channel in their intent, open_incident): finish what a saved incident lacks, archive a
+    channel nothing claimed."""
     channel, number = intent.notes.get("channel"), intent.notes.get("number")
-    if intent.command != "declare" or not isinstance(channel, str) or not isinstance(number, int):
+    if not isinstance(channel, str) or not isinstance(number, int):
         return None  # no channel was made (or none we know of): nothing to put right
     inc_id = f"INC-{number}"
     store = repo(svc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.chat import Button, Buttons, Card, Context, Fields, Header, Press, Section, quote
 from bot.clock import hhmm
+from bot.ids import SYSTEM_ACTOR
 from bot.incidents.commands import Accept
 from bot.incidents.models import HandoffRecord, Incident
 from bot.policy.roles import ROLE_TITLES, ROLES
@@ -13,6 +14,9 @@ SEV_EMOJI = {1: ":red_circle:", 2: ":large_orange_circle:", 3: ":large_yellow_ci
 
 def _roles_text(inc: Incident) -> str:
     lines = [f"*{ROLE_TITLES[r]}*: <@{inc.roles[r].user}>" for r in ROLES if r in inc.roles]
+    if "ic" not in inc.roles and inc.is_open:
+        # Opened by an alert with nobody on call: the seat is anyone's to take.
+        lines.insert(0, f"*{ROLE_TITLES['ic']}*: _empty_: take it with `/incident role ic @you`")
     return "\n".join(lines) or "_no roles assigned_"
 
 
@@ -30,7 +34,10 @@ def card_text(inc: Incident) -> str:
 def incident_card(inc: Incident) -> Card:
     scope = ", ".join(inc.cells) or "no cells named"
     public = quote(" × ".join(x for x in (", ".join(inc.products), ", ".join(inc.regions)) if x))
-    ctx = [f"declared by <@{inc.declared_by}> at {hhmm(inc.declared_at)} UTC"]
+    if inc.declared_by == SYSTEM_ACTOR:
+        ctx = [f"opened by Firebreak from Alertmanager alerts at {hhmm(inc.declared_at)} UTC"]
+    else:
+        ctx = [f"declared by <@{inc.declared_by}> at {hhmm(inc.declared_at)} UTC"]
     if public:
         ctx.append(f"public scope: {public}")
     if inc.sev_reason:

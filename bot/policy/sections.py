@@ -11,6 +11,8 @@ from bot.policy.approvals import ApprovalsPolicy
 from bot.policy.comms import CommsPolicy
 from bot.policy.levers import LeversPolicy
 from bot.policy.models import CadencePolicy, CommandsPolicy, SeverityPolicy
+from bot.policy.oncall import OncallPolicy
+from bot.policy.queries import QueriesPolicy
 
 
 class Policy(BaseModel):
@@ -22,6 +24,8 @@ class Policy(BaseModel):
     approvals: ApprovalsPolicy
     comms: CommsPolicy
     levers: LeversPolicy
+    oncall: OncallPolicy
+    queries: QueriesPolicy
 
 
 SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
@@ -31,4 +35,6 @@ SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
     "approvals": ("approvals.yaml", ApprovalsPolicy),
     "comms": ("comms.yaml", CommsPolicy),
     "levers": ("levers.yaml", LeversPolicy),
+    "oncall": ("oncall.yaml", OncallPolicy),
+    "queries": ("queries.yaml", QueriesPolicy),
 }

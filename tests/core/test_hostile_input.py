@@ -370,9 +370,24 @@ OK_ANYWAY = [
     ),
 ]
 
-CASES = UNSIGNED + BAD_SHAPE + ROUTER + OK_ANYWAY
+
+def _bearer(token: str) -> Callable[[], list[tuple[str, str]]]:
+    return lambda: [("Authorization", f"Bearer {token}")]
+
+
+# POST /alertmanager (the app here has no ALERTMANAGER_TOKEN: every one is a 401 before the body is
+# read; tests/signals/test_webhook.py has the 400s and 413s with a token set).
+ALERTMANAGER = [
+    Case("am-no-token", b'{"version": "4", "alerts": []}', 401, None, JSON, headers=lambda: [], path="/alertmanager"),
+    Case("am-any-token", b'{"version": "4", "alerts": []}', 401, None, JSON, _bearer(""), path="/alertmanager"),
+    Case("am-not-json", b"\xff{", 401, None, JSON, _bearer("x"), path="/alertmanager"),
+    Case("am-get", b"", 405, None, None, headers=lambda: [], method="GET", path="/alertmanager"),
+]
+
+CASES = UNSIGNED + BAD_SHAPE + ROUTER + OK_ANYWAY + ALERTMANAGER
 ROUTES = {
     ("POST", "/slack/events"),
+    ("POST", "/alertmanager"),
     ("GET", "/healthz"),
     ("HEAD", "/healthz"),
     ("GET", "/readyz"),

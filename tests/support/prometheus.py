@@ -762,3 +762,113 @@ class PrometheusServer(ManagedServer):
             return await asyncio.to_thread(pc.custom_query, promql, params={"time": at})
         finally:
             pc.close()
+
+
+# --------------------------------------------------------------------------- triage and demand (issue 11)
+#
+# More series of the same exporters, for `/incident triage` (policies/queries.yaml) and the demand
+# stream of `/incident changed`. Checked against the same sources as above:
+#   vLLM v1 (vllm/v1/metrics/loggers.py): vllm:num_requests_running and vllm:num_requests_waiting
+#     (gauges; labels model_name, engine); vllm:request_success (counter, exposed as
+#     vllm:request_success_total) with finished_reason "stop", "length" or "abort" besides
+#     model_name and engine.
+#   dcgm-exporter: DCGM_FI_DEV_ECC_DBE_VOL_TOTAL (counter; commented out in etc/default-counters.csv)
+#     and DCGM_FI_DEV_ROW_REMAP_PENDING (gauge, 0 or 1; DCGM field 396, in no shipped CSV): a
+#     deployment that wants them adds them to its counters CSV. Same GPU labels as the XID gauge.
+# As above, `cell` and `pod` are target labels the scrape config adds.
+
+VLLM_FINISHED_REASONS = ("stop", "length", "abort")
+
+
+def dcgm_gpu_labels(cell: str, host: str, gpu: int = 0) -> dict[str, str]:
+    """The labels dcgm-exporter 4.x puts on a GPU's series (plus the `cell` target label)."""
+    return {
+        "cell": cell,
+        "gpu": str(gpu),
+        "UUID": _gpu_uuid(host, gpu),
+        "pci_bus_id": f"00000000:{0x18 + gpu:02X}:00.0",
+        "device": f"nvidia{gpu}",
+        "modelName": DCGM_MODEL_NAME,
+        "Hostname": host,
+        "DCGM_FI_DRIVER_VERSION": DCGM_DRIVER_VERSION,
+    }
+
+
+@dataclass
+class CellHealth:
+    """More triage signals for one cell: vLLM queueing and DCGM memory errors."""
+
+    pods: Sequence[str] = DEFAULT_PODS
+    running_per_pod: float = 8  # vllm:num_requests_running
+    waiting_per_pod: float = 0  # vllm:num_requests_waiting
+    hosts: Sequence[str] | None = None  # DCGM Hostname values (default: gpu-<cell>-0, gpu-<cell>-1)
+    ecc_dbe: Mapping[str, int] = field(default_factory=dict)  # host -> double-bit errors, at ecc_dbe_minute
+    ecc_dbe_minute: float = 0.0  # the errors land at this minute of the window (the counter steps up)
+    row_remap_pending: Sequence[str] = ()  # hosts whose GPU 0 has a row remap pending (1), else 0
+
+
+def health_series(
+    cell: str,
+    h: CellHealth,
+    start_ts: float,
+    minutes: float,
+    *,
+    step: float = 15,
+    model_name: str = DEFAULT_MODEL,
+) -> list[Series]:
+    ts_list = _timestamps(start_ts, minutes, step)
+    const = lambda v: [(ts, v) for ts in ts_list]  # noqa: E731
+    out: list[Series] = []
+    for pod in h.pods:
+        vllm = {"cell": cell, "pod": pod, "model_name": model_name, "engine": "0"}
+        out.append(Series("vllm:num_requests_running", "gauge", vllm, const(h.running_per_pod)))
+        out.append(Series("vllm:num_requests_waiting", "gauge", vllm, const(h.waiting_per_pod)))
+    hosts = list(h.hosts) if h.hosts is not None else [f"gpu-{cell}-0", f"gpu-{cell}-1"]
+    unknown = (set(h.ecc_dbe) | set(h.row_remap_pending)) - set(hosts)
+    if unknown:
+        raise ValueError(f"{cell}: hosts {sorted(unknown)} are not among {hosts}")
+    at = start_ts + h.ecc_dbe_minute * 60
+    for host in hosts:
+        gpu = dcgm_gpu_labels(cell, host)
+        errors = h.ecc_dbe.get(host, 0)
+        # dcgm-exporter types it a counter in the text format, where a counter's name need not end in
+        # _total; OpenMetrics (what promtool backfills) requires that suffix of counter samples, so it
+        # is written as a gauge: the stored series (name, labels, values) is the same.
+        points = [(ts, errors if ts >= at else 0) for ts in ts_list]
+        out.append(Series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gauge", gpu, points))
+        out.append(Series("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", gpu, const(int(host in h.row_remap_pending))))
+    return out
+
+
+def demand_series(
+    cells: Mapping[str, tuple[float, float]],
+    change_ts: float,
+    start_ts: float,
+    minutes: float,
+    *,
+    step: float = 15,
+    model_name: str = DEFAULT_MODEL,
+    pods: Sequence[str] = DEFAULT_PODS,
+) -> list[Series]:
+    """vllm:request_success_total per pod, where ``cells[c] = (before, after)`` is the cell's rate in
+    requests per second before ``change_ts`` and from it on (a drained cell: (x, 0); the cell that
+    took its traffic: (y, y + x)). The rate is shared by the pods; finished_reason splits it 90% stop,
+    10% length, and every reason's series exists from the start (a never-seen abort stays at 0).
+    Counters are whole requests."""
+    ts_list = _timestamps(start_ts, minutes, step)
+    shares = {"stop": 0.9, "length": 0.1, "abort": 0.0}
+    out: list[Series] = []
+    for cell, (before, after) in cells.items():
+        if before < 0 or after < 0:
+            raise ValueError(f"{cell}: a request rate can't be negative")
+        for pod in pods:
+            for reason in VLLM_FINISHED_REASONS:
+                labels = {"cell": cell, "pod": pod, "model_name": model_name, "engine": "0", "finished_reason": reason}
+                total, points, prev = 0.0, [], ts_list[0]
+                for ts in ts_list:
+                    rate = before if ts <= change_ts else after
+                    total += rate * shares[reason] / len(pods) * (ts - prev)
+                    prev = ts
+                    points.append((ts, math.floor(total + 1e-9)))
+                out.append(Series("vllm:request_success_total", "counter", labels, points))
+    return out

@@ -96,6 +96,7 @@ def _builtin_types() -> list[ResourceType]:
         core("Namespace", "namespaces", False, short=["ns"]),
         core("Pod", "pods", True, short=["po"]),
         core("ConfigMap", "configmaps", True, short=["cm"], status=False),
+        core("Event", "events", True, short=["ev"], status=False),  # core/v1 (kubectl get events)
         core(
             "Deployment",
             "deployments",

@@ -1,0 +1,178 @@
+"""The `alerts` request: one delivery's alerts for one group open an incident or feed the one
+the group feeds (jobs.py decides which, holding the group's lock)."""
+
+from __future__ import annotations
+
+from bot import logs
+from bot.chat import ChatError
+from bot.comms.system import Once
+from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
+from bot.core.services import Services
+from bot.incidents.handlers import NotOpened, open_incident
+from bot.incidents.models import Incident
+from bot.incidents.store import AlertsRecorded, repo
+from bot.signals import rules, views
+from bot.signals.commands import Alerts
+from bot.signals.store import security_mark, store, summary_mark
+
+log = logs.get(__name__)
+
+MAX_NODES = 50  # named in one audit entry; the incident keeps every alert with its labels
+
+
+async def alerts(svc: Services, req: Request, cmd: Alerts, inc: IncidentView | None) -> Outcome:
+    if inc is None:
+        return await _open(svc, req, cmd)
+    found = inc if isinstance(inc, Incident) else await repo(svc).get(inc.id)
+    if found is None:
+        raise Refusal(f"{inc.id} does not exist.", missing=True)
+    return await _feed(svc, cmd, found, opened=False, problems=[])
+
+
+async def _open(svc: Services, req: Request, cmd: Alerts) -> Outcome:
+    """A new incident for the group: SEV from the alerts, IC from policies/oncall.yaml (or an empty seat)."""
+    if not any(a.status == "firing" for a in cmd.alerts):
+        raise Refusal("Nothing is firing in this group; resolved alerts open no incident.", nothing_firing=True)
+    number = await repo(svc).next_number()
+    # The number first, under the group's lock: if this process dies before the group is bound to
+    # the incident, the next delivery finds the saved incident by it and joins it (jobs.py).
+    if not await store(svc).reserve(cmd.group, cmd.token, number):
+        return Outcome(result="error", message="the alert group's lock ran out; retried", audit={"lock_lost": True})
+    ic = svc.policy.oncall.ic_for(cmd.cell)
+    try:
+        inc, problems = await open_incident(
+            svc,
+            title=rules.title_of(cmd.alerts, cmd.cell, cmd.security, cmd.summary),
+            sev=rules.sev_of(cmd.alerts, cmd.security),
+            ic=ic,
+            cells=[cmd.cell],
+            products=[],
+            regions=[],
+            detected_at=cmd.received_at,
+            request_id=req.id,
+            number=number,
+            by=SYSTEM_ACTOR,
+            alert_group=cmd.group,
+        )
+    except (NotOpened, Refusal) as e:
+        # Nothing is open (a channel made on the way is archived, orphans.py): the job tries again.
+        why = e.message if isinstance(e, Refusal) else str(e)
+        return Outcome(result="error", message=why, audit={"not_opened": why})
+    if not await store(svc).bind(cmd.group, cmd.token, inc.id):
+        log.error("alert_group_lock_lost", group=cmd.group)  # a second opener may follow: said loudly
+    return await _feed(svc, cmd, inc, opened=True, problems=problems)
+
+
+async def _linked(svc: Services, cell: str, own: str) -> Incident | None:
+    """The open incident of the same cell a security incident links to: the one the cell's pages
+    feed, else one a person declared with the cell."""
+    fed = await store(svc).fed(cell)
+    inc = await repo(svc).get(fed) if fed else None
+    if inc is not None and inc.is_open:
+        return inc
+    for other in await repo(svc).open_with_cell(cell):
+        if other.id != own and not (other.alert_group or "").startswith(rules.SECURITY_PREFIX):
+            return other
+    return None
+
+
+async def _post_once(svc: Services, channel: str, mark: str, text: str) -> str | None:
+    """Post ``text`` once per mark (a retried job finds it done); the chat's error when it failed."""
+    once = Once(svc, mark)
+    if not await once.claim():
+        return None  # posted already, or another replica is posting it
+    if await once.landed_before(channel):
+        await once.done()
+        return None
+    try:
+        await svc.chat.post(channel, text, mark=mark)
+    except ChatError as f:
+        await once.release()
+        return f.error
+    await once.done()
+    return None
+
+
+async def _feed(svc: Services, cmd: Alerts, inc: Incident, *, opened: bool, problems: list[str]) -> Outcome:
+    """Record the alerts on the incident, then post one summary (and, for security, the security
+    channel's line). A post that failed makes the outcome an error, so the job is delivered again:
+    the record answers as the first time, and what was posted is not posted twice."""
+    part = f"{cmd.delivery}:{cmd.group}"
+    got = await repo(svc).record_alerts(inc.id, part, cmd.received_at, [a.record(cmd.received_at) for a in cmd.alerts])
+    if got.code is AlertsRecorded.RESOLVED:
+        raise Refusal(f"{inc.id} was resolved meanwhile; its alerts go elsewhere.", resolved=True)
+    if got.code is AlertsRecorded.MISSING:
+        raise Refusal(f"{inc.id} does not exist.", missing=True)
+    fired = [cmd.alerts[i] for i in got.fired]
+    cleared = [cmd.alerts[i] for i in got.cleared]
+    audit: dict[str, object] = {
+        "opened": opened,
+        "firing": len(fired),
+        "resolved": len(cleared),
+        "unchanged": len(cmd.alerts) - len(fired) - len(cleared),
+        "alertnames_firing": dict(rules.counts(fired)),
+        "alertnames_resolved": dict(rules.counts(cleared)),
+        "nodes": rules.nodes([*fired, *cleared])[:MAX_NODES],
+    }
+    if opened:
+        audit.update(sev=inc.sev, ic=inc.holder("ic"), title=inc.title, incident_channel=inc.channel_id)
+    if problems:
+        audit["problems"] = problems
+    if not fired and not cleared and not opened:
+        return Outcome(message=f"Nothing new for {inc.id}.", incident_id=inc.id, audit=audit)
+    assert inc.channel_id  # every incident gets its channel before it is saved
+    tail: list[str] = []
+    link = None
+    if cmd.security:
+        link = await _linked(svc, cmd.cell, inc.id)
+        audit["linked"] = link.id if link else None
+        tail.append(views.linked(link.id if link else None, link.channel_id if link else None))
+    elif fired and (hint := views.sev_hint(inc.id, inc.sev, rules.sev_of(fired, False))):
+        tail.append(hint)
+    if problems:
+        tail.append(f":warning: Opening it went only part-way: {'; '.join(problems)}.")
+    text = views.summary(
+        cell=cmd.cell,
+        fired=fired,
+        cleared=cleared,
+        unlabelled=cmd.unlabelled,
+        truncated=cmd.truncated,
+        head=views.opened_head(inc.id, cmd.cell, inc.holder("ic"), cmd.security) if opened else None,
+        tail=tail,
+    )
+    failed = await _post_once(svc, inc.channel_id, summary_mark(inc.id, cmd.delivery, cmd.group), text)
+    if failed:
+        return Outcome(
+            result="error",
+            message=f"Slack refused {inc.id}'s alert summary ({failed}); it will be retried.",
+            incident_id=inc.id,
+            audit={**audit, "slack_error": failed},
+        )
+    if cmd.security:
+        channel = svc.settings.firebreak_security_channel
+        if not channel:
+            log.warning("security_channel_unset", message="FIREBREAK_SECURITY_CHANNEL is not set")
+            audit["security_channel"] = "unset"
+        else:
+            line = views.security_line(
+                inc.id,
+                inc.channel_id,
+                cmd.cell,
+                fired,
+                cleared,
+                views.linked(link.id if link else None, link.channel_id if link else None),
+                opened,
+            )
+            failed = await _post_once(svc, channel, security_mark(inc.id, cmd.delivery, cmd.group), line)
+            if failed:
+                return Outcome(
+                    result="error",
+                    message=f"Slack refused the security channel's post for {inc.id} ({failed}); it will be retried.",
+                    incident_id=inc.id,
+                    audit={**audit, "slack_error": failed},
+                )
+            audit["security_channel"] = "posted"
+    verb = "opened" if opened else "fed"
+    return Outcome(
+        message=f"{inc.id} {verb}: {len(fired)} firing, {len(cleared)} resolved.", incident_id=inc.id, audit=audit
+    )

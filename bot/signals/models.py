@@ -1,0 +1,54 @@
+"""What a delivery job carries: of each alert Firebreak acts on, what the incident records
+(bot/incidents/models.AlertRecord): fingerprint, status, labels, summary, startsAt, endsAt,
+generatorURL, as payload.parse takes them out of Alertmanager's payload.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.incidents.models import AlertRecord
+
+
+class Alert(BaseModel):
+    """One alert as a delivery job carries it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fingerprint: str
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    summary: str = ""
+    starts_at: str = ""
+    ends_at: str = ""
+    generator_url: str = ""
+
+    @property
+    def alertname(self) -> str:
+        return self.labels.get("alertname", "") or "(no alertname)"
+
+    def record(self, received_at: float) -> AlertRecord:
+        return AlertRecord(
+            fingerprint=self.fingerprint,
+            status=self.status,
+            alertname=self.alertname,
+            labels=self.labels,
+            summary=self.summary,
+            starts_at=self.starts_at,
+            ends_at=self.ends_at,
+            generator_url=self.generator_url,
+            received_at=received_at,
+        )
+
+
+class Delivery(BaseModel):
+    """One webhook call, as its job reads it back (webhook.py stored the body before answering)."""
+
+    id: str
+    received_at: float
+    group_key: str = ""
+    summary: str = ""  # commonAnnotations.summary
+    truncated: int = 0  # alerts Alertmanager left out (its max_alerts)
+    alerts: list[Alert]

@@ -1,0 +1,117 @@
+"""`/incident triage`: the PromQL set of policies/queries.yaml for each of the incident's cells,
+all at once, posted as one table in the incident channel (a row per query, a column per cell).
+
+A query that fails (Prometheus refused it, timed out, can't be reached) shows `failed` and one
+that matches no series `no data`, with the reasons under the table; neither is ever shown as 0.
+Queries are evaluated at the injected clock's now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from string import Template
+
+from bot import logs
+from bot.chat import ChatError
+from bot.clock import hhmm
+from bot.core.request import IncidentView, Outcome, Refusal, Request
+from bot.core.services import Services
+from bot.policy.queries import TriageQuery
+from bot.prom import Failed, Prometheus, Result, Why
+from bot.triage import rules, views
+from bot.triage.commands import Triage
+
+log = logs.get(__name__)
+
+# Beyond a query's own timeout (which the HTTP call and Prometheus both honour), how long the
+# table waits for a query still queued for a worker thread.
+GRACE_SECONDS = 1.0
+
+
+def ack(cmd: Triage) -> str:
+    return "Asking Prometheus…"
+
+
+@dataclass(frozen=True)
+class Row:
+    query: TriageQuery
+    figures: dict[str, rules.Figure]  # by cell
+
+
+def _render(q: TriageQuery, cell: str, taint_key: str) -> str:
+    return Template(q.query).safe_substitute(cell=cell, taint_key=rules.promql_string(taint_key))
+
+
+async def _ask(prom: Prometheus, promql: str, at: float, timeout: float) -> Result:
+    try:
+        return await asyncio.wait_for(prom.query(promql, at, timeout), timeout + GRACE_SECONDS)
+    except TimeoutError:
+        return Failed(Why.TIMEOUT, f"waited {timeout:g}s")
+
+
+async def run(svc: Services, cells: list[str]) -> tuple[float, list[Row]]:
+    """Every query for every cell, concurrently: (the evaluation time, a row per query)."""
+    url = svc.settings.prometheus_url
+    if not url:
+        raise Refusal("Triage needs Prometheus and PROMETHEUS_URL is not set; nothing was queried.")
+    pol = svc.policy.queries
+    prom = Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=pol.timeout_seconds)
+    taint_key = svc.policy.levers.node_quarantine.taint_key
+    at = svc.clock.now()
+    asks = [(q, cell) for q in pol.queries for cell in cells]
+    answers = await asyncio.gather(
+        *(_ask(prom, _render(q, cell, taint_key), at, pol.timeout_seconds) for q, cell in asks)
+    )
+    figures: dict[str, dict[str, rules.Figure]] = {q.name: {} for q in pol.queries}
+    for (q, cell), got in zip(asks, answers, strict=True):
+        f = rules.figure(got)
+        figures[q.name][cell] = f
+        if f.state is rules.State.failed:
+            log.warning("triage_query_failed", query=q.name, cell=cell, reason=f.reason)
+    return at, [Row(q, figures[q.name]) for q in pol.queries]
+
+
+async def triage(svc: Services, req: Request, cmd: Triage, inc: IncidentView) -> Outcome:
+    cells = list(inc.cells)
+    if not cells:
+        raise Refusal(
+            f"{inc.id} names no cells, and triage asks Prometheus per cell. Declare incidents with "
+            "`--cell <cell>` (alerts name theirs)."
+        )
+    at, rows = await run(svc, cells)
+    card, table = views.triage_card(inc.id, cells, rows, hhmm(at))
+    failed = sum(1 for r in rows for f in r.figures.values() if f.state is rules.State.failed)
+    empty = sum(1 for r in rows for f in r.figures.values() if f.state is rules.State.no_data)
+    nan = sum(1 for r in rows for f in r.figures.values() if f.value is not None and math.isnan(f.value))
+    audit = {
+        "cells": cells,
+        "queries": len(rows),
+        "failed": sorted({r.query.name for r in rows for f in r.figures.values() if f.state is rules.State.failed}),
+        "no_data": sorted({r.query.name for r in rows for f in r.figures.values() if f.state is rules.State.no_data}),
+    }
+    counts = ", ".join(
+        part
+        for part in (
+            f"{failed} failed" if failed else "",
+            f"{empty} no data" if empty else "",
+            f"{nan} NaN" if nan else "",
+        )
+        if part
+    )
+    summary = f"{len(rows)} queries × {len(cells)} cell{'s' if len(cells) != 1 else ''}" + (
+        f" ({counts})" if counts else ""
+    )
+    channel = inc.channel_id
+    if not channel:
+        return Outcome(message=f"Triage for {inc.id}: {summary}.\n{table}", audit=audit)
+    try:
+        await svc.chat.post(channel, f"Triage for {inc.id}: {summary}", card)
+    except ChatError as e:
+        log.warning("triage_post_failed", error=e.error)
+        return Outcome(
+            message=f"Triage ran ({summary}) but could not be posted in the channel ({e.error}):\n{table}",
+            audit={**audit, "posted": False},
+        )
+    return Outcome(message=f"Triage for {inc.id} posted in the channel: {summary}.", audit=audit)
