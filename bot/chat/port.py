@@ -53,6 +53,20 @@ class Chat(Protocol):
         """Archive a channel (one already archived counts as done)."""
         ...
 
+    async def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: str | bytes,
+        title: str,
+        comment: str | None = None,
+        thread: str | None = None,
+    ) -> str:
+        """Share a file in ``channel`` (``str`` content is sent as UTF-8), introduced by ``comment``
+        and, with ``thread``, as a reply in that thread; returns the file's id. Not idempotent:
+        each call shares a new file."""
+        ...
+
     async def open_form(self, trigger: str, form: Form) -> None:
         """Open ``form`` for the person whose action carried ``trigger``."""
         ...

@@ -3,6 +3,10 @@
 It implements only the methods Firebreak calls, keeps channels and messages
 in memory, and hands every message the app sends to ``on_event`` so the
 console can print it. It never injects faults: that is the test fake's job.
+
+Files come through Slack's external upload flow (files.getUploadURLExternal, the
+bytes POSTed to the upload URL, files.completeUploadExternal); a shared file is
+shown as a post "[file] <title> (<n> lines)" and kept in ``files`` (``file_text``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from bot.server import start_local
 
@@ -43,6 +47,34 @@ class Message:
     text: str
     blocks: list[dict[str, Any]]
     pinned: bool = False
+    files: list[str] = field(default_factory=list)  # a file share: the shared files' ids
+
+
+@dataclass
+class File:
+    """An uploaded file: reserved (``length``), its bytes received, then shared in ``channel``."""
+
+    id: str
+    name: str
+    length: int
+    key: str  # the upload URL's last segment
+    content: bytes | None = None
+    title: str = ""
+    channel: str | None = None
+    comment: str = ""
+    shared: bool = False
+
+    @property
+    def text(self) -> str:
+        return (self.content or b"").decode("utf-8", errors="replace")
+
+    @property
+    def lines(self) -> int:
+        return len(self.text.splitlines())
+
+    def label(self) -> str:
+        n = self.lines
+        return f"[file] {self.title or self.name} ({n} line{'' if n == 1 else 's'})"
 
 
 @dataclass
@@ -56,6 +88,7 @@ class Event:
     ts: str | None = None
     user: str | None = None  # ephemeral / reply: who sees it
     view: dict[str, Any] | None = None  # view: the opened modal, with its id
+    file: str | None = None  # post of a shared file: its id (content in SlackEmulator.files)
 
 
 def _args(request: web.Request, raw: bytes) -> dict[str, Any]:
@@ -67,7 +100,7 @@ def _args(request: web.Request, raw: bytes) -> dict[str, Any]:
         from urllib.parse import parse_qsl
 
         args.update(parse_qsl(raw.decode()))
-    for key in ("blocks", "view"):
+    for key in ("blocks", "view", "files"):
         if isinstance(args.get(key), str):
             args[key] = json.loads(args[key])
     return args
@@ -84,6 +117,8 @@ class SlackEmulator:
         self._ts = itertools.count(1)
         self.channels: dict[str, Channel] = {}
         self.messages: dict[tuple[str, str], Message] = {}
+        self.files: dict[str, File] = {}
+        self._upload_keys: dict[str, str] = {}  # upload URL key -> file id
         self.base_url = ""
         self._runner: web.AppRunner | None = None
         self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -97,6 +132,8 @@ class SlackEmulator:
             "pins.add": self._pin,
             "views.open": self._view,
             "users.info": self._user,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
         }
 
     # lifecycle --------------------------------------------------------------
@@ -104,6 +141,7 @@ class SlackEmulator:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_post("/response/{key}", self._response)
+        app.router.add_post("/upload/{key}", self._upload)
         self._runner, port = await start_local(app, access_log=False)
         self.base_url = f"http://127.0.0.1:{port}"
 
@@ -130,6 +168,11 @@ class SlackEmulator:
         msg = Message(ch.id, self._next_ts(), text, [])
         self.messages[(ch.id, msg.ts)] = msg
         return msg.ts
+
+    def file_text(self, file_id: str) -> str:
+        """A shared file's content (UTF-8), or "" when there is no such file."""
+        f = self.files.get(file_id)
+        return f.text if f is not None and f.shared else ""
 
     def by_name(self, name: str) -> Channel | None:
         return next((c for c in self.channels.values() if c.name == name.lstrip("#")), None)
@@ -161,6 +204,22 @@ class SlackEmulator:
         key = request.match_info["key"]
         self.on_event(Event("reply", None, str(body.get("text", "")), body.get("blocks") or [], user=key))
         return web.Response(text="ok")
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """An upload URL: the bytes, raw or as a multipart form's file part (no token)."""
+        f = self.files.get(self._upload_keys.get(request.match_info["key"], ""))
+        if f is None or f.shared:
+            return web.Response(status=404, text="Not Found")
+        if request.content_type == "multipart/form-data":
+            data = b""
+            async for part in await request.multipart():
+                if isinstance(part, BodyPartReader) and part.name in ("file", "filename"):
+                    data = bytes(await part.read(decode=True))
+                    break
+        else:
+            data = await request.read()
+        f.content = data
+        return web.Response(text=f"OK - {len(data)}")
 
     # methods ----------------------------------------------------------------
     def _auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
@@ -236,6 +295,47 @@ class SlackEmulator:
         opened = {**view, "id": f"V{next(self._ids):04d}"}
         self.on_event(Event("view", None, title, view.get("blocks") or [], view=opened))
         return {"view": opened}
+
+    def _upload_url(self, a: dict[str, Any]) -> dict[str, Any]:
+        try:
+            length = int(str(a.get("length", "")))
+        except ValueError:
+            raise ApiError("invalid_arguments") from None
+        if not a.get("filename") or length <= 0:
+            raise ApiError("missing_argument")
+        f = File(f"F{self._tag}{next(self._ids):04d}", str(a["filename"]), length, secrets.token_urlsafe(16))
+        self.files[f.id], self._upload_keys[f.key] = f, f.id
+        return {"upload_url": f"{self.base_url}/upload/{f.key}", "file_id": f.id}
+
+    def _complete_upload(self, a: dict[str, Any]) -> dict[str, Any]:
+        entries = a.get("files")
+        if not isinstance(entries, list) or not entries:
+            raise ApiError("invalid_arguments")
+        picked: list[tuple[File, str]] = []
+        for entry in entries:
+            f = self.files.get(str(entry.get("id", ""))) if isinstance(entry, dict) else None
+            if f is None or f.shared or f.content is None:
+                raise ApiError("file_not_found")
+            if len(f.content) != f.length:
+                raise ApiError("file_upload_size_mismatch")
+            picked.append((f, str(entry.get("title") or f.name)))
+        ch = self._channel(a.get("channel_id")) if a.get("channel_id") else None
+        if ch is not None and BOT_USER not in ch.members:
+            raise ApiError("not_in_channel")
+        for f, title in picked:
+            f.title, f.shared, f.comment = title, True, str(a.get("initial_comment") or "")
+            f.channel = ch.id if ch else None
+            self._upload_keys.pop(f.key, None)
+        if ch is not None:
+            comment = str(a.get("initial_comment") or "")
+            ids = [f.id for f, _ in picked]
+            msg = Message(ch.id, self._next_ts(), comment, [], files=ids)
+            self.messages[(ch.id, msg.ts)] = msg
+            for f, _ in picked:
+                # One post per file, as the console prints one line per thing it shows.
+                text = "\n".join(part for part in (comment if f is picked[0][0] else "", f.label()) if part)
+                self.on_event(Event("post", ch.id, text, [], msg.ts, file=f.id))
+        return {"files": [{"id": f.id, "name": f.name, "title": f.title} for f, _ in picked]}
 
     def _user(self, a: dict[str, Any]) -> dict[str, Any]:
         uid = str(a.get("user", ""))

@@ -6,11 +6,12 @@ handlers; Slack's own error codes surface as ChatError with the code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -27,6 +28,8 @@ log = logs.get(__name__)
 
 POST_EVENT = "firebreak_post"  # the metadata event_type of posts that carry a dedupe mark
 HISTORY_PAGES = 5  # how far `posted` looks back (200 messages a page) before giving up
+UPLOAD_STEP = "files.upload_url"  # ChatError.method when the bytes were refused by the upload URL
+_UPLOAD_STATUS = re.compile(r"status: (\d+)")
 
 
 def make_client(token: str, base_url: str) -> AsyncWebClient:
@@ -155,6 +158,40 @@ class SlackGateway:
         except ChatError as f:
             if f.error != "already_pinned":
                 raise
+
+    async def upload_file(
+        self,
+        channel: str,
+        filename: str,
+        content: str | bytes,
+        title: str,
+        comment: str | None = None,
+        thread: str | None = None,
+    ) -> str:
+        """Slack's external upload flow, as slack_sdk's files_upload_v2 runs it on our client (its
+        pooled session and retry handlers): files.getUploadURLExternal (filename, byte length),
+        the bytes POSTed to the upload URL, files.completeUploadExternal sharing the file to
+        ``channel``. A refusal at either API step is ChatError(<that method>, <Slack's error>);
+        the upload URL answering other than 200 is ChatError(UPLOAD_STEP, "http_<status>")."""
+        self.session()
+        try:
+            resp = await self.client.files_upload_v2(
+                channel=channel,
+                filename=filename,
+                content=content,
+                title=title,
+                initial_comment=comment or None,
+                thread_ts=thread or None,
+            )
+        except SlackApiError as exc:
+            api_url = str(getattr(exc.response, "api_url", "") or "")
+            method = api_url.rstrip("/").rsplit("/", 1)[-1] or "files.completeUploadExternal"
+            raise ChatError(method, str(exc.response.get("error", "unknown_error"))) from None
+        except SlackRequestError as exc:
+            status = _UPLOAD_STATUS.search(str(exc))
+            raise ChatError(UPLOAD_STEP, f"http_{status.group(1)}" if status else "upload_failed") from None
+        file = resp.get("file") or {}
+        return str(file.get("id", ""))
 
     async def open_form(self, trigger: str, form: Form) -> None:
         await self._call("views.open", json={"trigger_id": trigger, "view": render.view(form)})

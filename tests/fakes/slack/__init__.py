@@ -9,15 +9,17 @@ from .inbound import (
     url_verification_body,
     view_submission_body,
 )
-from .server import Call, FakeSlack, ResponseUrlPost
-from .state import BOT_ID, BOT_USER_ID, TEAM_ID, SlackError
+from .server import UPLOAD_URL, Call, FakeSlack, ResponseUrlPost
+from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError
 
 __all__ = [
     "BOT_ID",
     "BOT_USER_ID",
     "TEAM_ID",
+    "UPLOAD_URL",
     "Call",
     "FakeSlack",
+    "File",
     "ResponseUrlPost",
     "SlackError",
     "SlackSender",

@@ -8,6 +8,11 @@ Body formats (confirmed from slack_sdk 3.48 web/async_client.py + internal_utils
     empty although Content-Type says application/x-www-form-urlencoded. Other
     clients (e.g. the sync WebClient, curl) put them in a form body. We merge all three.
   * the token travels as ``Authorization: Bearer xoxb-...`` (or a ``token`` arg).
+
+Files go through Slack's external upload flow (files.upload is retired): files.getUploadURLExternal
+hands out ``{base}/upload/v1/<key>``, which takes the bytes (raw body, or multipart with the file
+part) without a token and answers 200 ``OK - <bytes>``; files.completeUploadExternal then shares
+them. ``files(channel)`` / ``file(id)`` read them back (state.File: name, title, content, ...).
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
-from .state import BOT_ID, BOT_USER_ID, TEAM_ID, SlackError, SlackState
+from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, SlackState
 
-_JSON_FIELDS = ("blocks", "attachments", "view", "metadata")
+UPLOAD_URL = "upload_url"  # the Call.method recorded for a POST to an upload URL
+_JSON_FIELDS = ("blocks", "attachments", "view", "metadata", "files")
 
 
 @dataclass
@@ -61,6 +67,8 @@ class FakeSlack:
         self.users: dict[str, dict[str, Any]] = {}
         self._rate_limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._failures: dict[str, list[tuple[str, int]]] = {}
+        self._upload_failures: list[int] = []  # statuses the upload URL answers next
+        self._upload_truncations: list[int] = []  # bytes the upload URL keeps of the next uploads
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # "http://127.0.0.1:PORT"
         self._handlers: dict[str, Callable[[dict], dict]] = {
@@ -79,6 +87,9 @@ class FakeSlack:
             "views.open": self._views_open,
             "views.update": self._views_update,
             "users.info": self._users_info,
+            "files.getUploadURLExternal": self._files_get_upload_url,
+            "files.completeUploadExternal": self._files_complete_upload,
+            "files.info": self._files_info,
         }
 
     # lifecycle ----------------------------------------------------------
@@ -86,6 +97,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response/{key}", self._handle_response_url)
+        app.router.add_route("*", "/upload/v1/{key}", self._handle_upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -127,6 +139,15 @@ class FakeSlack:
     def fail_next(self, method: str, error: str, times: int = 1) -> None:
         self._failures.setdefault(method, []).append((error, times))
 
+    def fail_upload_next(self, status: int = 500, times: int = 1) -> None:
+        """The next ``times`` POSTs to an upload URL answer ``status`` and keep no bytes."""
+        self._upload_failures.extend([status] * times)
+
+    def truncate_next_upload(self, keep: int) -> None:
+        """The next upload keeps only its first ``keep`` bytes (a body cut short on the way), while
+        answering as if all arrived: completeUploadExternal then finds the size mismatch."""
+        self._upload_truncations.append(keep)
+
     # queries ----------------------------------------------------------------
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
@@ -140,6 +161,14 @@ class FakeSlack:
     def channel(self, channel_id: str):
         """The state.Channel object (id, name, members, pins, created)."""
         return self.state.channels[channel_id]
+
+    def files(self, channel: str | None = None) -> list[File]:
+        """Files shared through completeUploadExternal (in ``channel``, when given), oldest first."""
+        return [f for f in self.state.files.values() if f.completed and (channel is None or channel in f.channels)]
+
+    def file(self, file_id: str) -> File:
+        """A file by id, shared or not (state.File: name, title, length, content, channels, ...)."""
+        return self.state.files[file_id]
 
     def ephemerals(self, channel: str | None = None, user: str | None = None) -> list[dict]:
         return [
@@ -243,6 +272,40 @@ class FakeSlack:
             return web.Response(status=400, text="invalid_payload")
         self.responses.append(ResponseUrlPost(key=request.match_info["key"], body=body, headers=dict(request.headers)))
         return web.Response(text="ok")
+
+    async def _handle_upload(self, request: web.Request) -> web.Response:
+        """The upload URL: POST only, raw bytes or a multipart form's file part; the URL itself
+        is the credential (no token). Unknown, or spent by completeUploadExternal: 404. Recorded
+        as a Call to UPLOAD_URL with args {"key", "bytes"}."""
+        if request.method != "POST":
+            return web.Response(status=405, text="Method Not Allowed")
+        key = request.match_info["key"]
+        if request.content_type == "multipart/form-data":
+            data = b""
+            reader = await request.multipart()
+            async for part in reader:
+                if isinstance(part, BodyPartReader) and part.name in ("file", "filename"):
+                    data = bytes(await part.read(decode=True))
+                    break
+        else:
+            data = await request.read()
+        self.calls.append(
+            Call(
+                method=UPLOAD_URL,
+                args={"key": key, "bytes": len(data)},
+                headers=dict(request.headers),
+                content_type=request.content_type,
+            )
+        )
+        if self._upload_failures:
+            return web.Response(status=self._upload_failures.pop(0), text="upload failed")
+        received = len(data)
+        if self._upload_truncations:
+            data = data[: self._upload_truncations.pop(0)]
+        f = self.state.receive_upload(key, data)
+        if f is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(text=f"OK - {received}")
 
     # Web API methods ------------------------------------------------------
     def _auth_test(self, args: dict) -> dict:
@@ -432,6 +495,28 @@ class FakeSlack:
             **extra,
         }
         return {"ok": True, "user": user}
+
+    def _files_get_upload_url(self, args: dict) -> dict:
+        f = self.state.reserve_file(
+            args.get("filename"), args.get("length"), args.get("alt_txt"), args.get("snippet_type")
+        )
+        return {"ok": True, "upload_url": f"{self.base_url}/upload/v1/{f.upload_key}", "file_id": f.id}
+
+    def _files_complete_upload(self, args: dict) -> dict:
+        channels = [c.strip() for c in str(args.get("channels") or "").split(",") if c.strip()]
+        if args.get("channel_id"):
+            channels = [str(args["channel_id"]), *[c for c in channels if c != args["channel_id"]]]
+        done = self.state.complete_files(
+            args.get("files"), channels, args.get("initial_comment"), args.get("thread_ts")
+        )
+        # As Slack: the shares are filled in asynchronously, so the answer lists the files only.
+        return {"ok": True, "files": [f.to_api() for f in done]}
+
+    def _files_info(self, args: dict) -> dict:
+        f = self.state.files.get(str(args.get("file") or ""))
+        if f is None or not f.completed:
+            raise SlackError("file_not_found")
+        return {"ok": True, "file": {**f.to_api(), "channels": list(f.channels)}, "comments": []}
 
 
 def _flag(value: Any) -> bool:

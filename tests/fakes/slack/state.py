@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,7 +61,8 @@ class Message:
     user: str = BOT_USER_ID
     edits: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] | None = None  # chat.postMessage `metadata` (event_type, event_payload)
-    subtype: str | None = None  # e.g. "channel_archive"
+    subtype: str | None = None  # e.g. "channel_archive", "file_share"
+    files: list[dict[str, Any]] | None = None  # a file share: the shared files, as Slack lists them
 
     def to_api(self, include_metadata: bool = False) -> dict[str, Any]:
         msg: dict[str, Any] = {
@@ -72,8 +74,10 @@ class Message:
         }
         if self.subtype:
             msg["subtype"] = self.subtype
-        else:
+        if self.subtype in (None, "file_share"):  # system messages (channel_archive) carry no bot_id
             msg["bot_id"] = BOT_ID
+        if self.files is not None:
+            msg["files"] = [dict(f) for f in self.files]
         if self.blocks is not None:
             msg["blocks"] = self.blocks
         if self.metadata is not None and include_metadata:
@@ -83,6 +87,66 @@ class Message:
         if self.edits:
             msg["edited"] = {"user": BOT_USER_ID, "ts": self.edits[-1]["edited_ts"]}
         return msg
+
+
+@dataclass
+class File:
+    """One file of the external upload flow: reserved by files.getUploadURLExternal (``length``
+    promised), its bytes POSTed to the upload URL (``content``), then shared by
+    files.completeUploadExternal (``completed``, ``channel``, ``title``, ``initial_comment``)."""
+
+    id: str
+    name: str
+    length: int
+    upload_key: str
+    alt_txt: str | None = None
+    snippet_type: str | None = None
+    content: bytes | None = None  # None until the upload URL has received the bytes
+    uploads: int = 0  # POSTs to the upload URL (a retried upload replaces the bytes)
+    title: str = ""
+    completed: bool = False
+    channels: list[str] = field(default_factory=list)  # where it was shared (none: private)
+    initial_comment: str | None = None
+    thread_ts: str | None = None
+    message_ts: dict[str, str] = field(default_factory=dict)  # channel -> its file-share message
+
+    @property
+    def channel(self) -> str | None:
+        return self.channels[0] if self.channels else None
+
+    created: int = field(default_factory=lambda: int(time.time()))
+    user: str = BOT_USER_ID
+
+    @property
+    def text(self) -> str:
+        return (self.content or b"").decode("utf-8", errors="replace")
+
+    def to_api(self) -> dict[str, Any]:
+        """The file object completeUploadExternal and a file_share message carry (a subset)."""
+        mode = "snippet" if self.snippet_type else "hosted"
+        body: dict[str, Any] = {
+            "id": self.id,
+            "created": self.created,
+            "timestamp": self.created,
+            "name": self.name,
+            "title": self.title or self.name,
+            "mimetype": "text/plain",
+            "filetype": self.snippet_type or "text",
+            "pretty_type": "Plain Text",
+            "user": self.user,
+            "user_team": TEAM_ID,
+            "mode": mode,
+            "editable": mode == "snippet",
+            "is_external": False,
+            "external_type": "",
+            "is_public": False,
+            "size": len(self.content or b""),
+            "url_private": f"https://files.fake.slack.com/files-pri/{TEAM_ID}-{self.id}/{self.name}",
+            "permalink": f"https://fake.slack.com/files/{BOT_USER_ID}/{self.id}/{self.name}",
+        }
+        if self.alt_txt:
+            body["alt_txt"] = self.alt_txt
+        return body
 
 
 class SlackState:
@@ -95,6 +159,8 @@ class SlackState:
         self._id_counter = itertools.count(1)
         self._clock = clock
         self._last_ts = 0.0
+        self.files: dict[str, File] = {}
+        self._uploads: dict[str, str] = {}  # upload-URL key -> file id
 
     # ids --------------------------------------------------------------
     def next_ts(self) -> str:
@@ -224,3 +290,97 @@ class SlackState:
         if ts in pins:
             raise SlackError("already_pinned")
         pins.append(msg.ts)
+
+    # files (the external upload flow) ------------------------------------
+    def reserve_file(self, filename: Any, length: Any, alt_txt=None, snippet_type=None) -> File:
+        """files.getUploadURLExternal: a file id and an upload key for ``length`` bytes. Slack
+        refuses a missing name or a missing/zero length (missing_argument) and a length that is no
+        integer (invalid_arguments)."""
+        if not filename or length in (None, ""):
+            raise SlackError("missing_argument")
+        try:
+            size = int(str(length))
+        except ValueError:
+            raise SlackError("invalid_arguments") from None
+        if size == 0:
+            raise SlackError("missing_argument")
+        if size < 0:
+            raise SlackError("invalid_arguments")
+        if alt_txt is not None and len(str(alt_txt)) > 1000:
+            raise SlackError("alt_txt_too_large")
+        f = File(
+            id=self.next_id("F"),
+            name=str(filename),
+            length=size,
+            upload_key=secrets.token_urlsafe(24),
+            alt_txt=alt_txt,
+            snippet_type=snippet_type,
+            created=int(self._clock() if self._clock is not None else time.time()),
+        )
+        self.files[f.id] = f
+        self._uploads[f.upload_key] = f.id
+        return f
+
+    def receive_upload(self, key: str, data: bytes) -> File | None:
+        """The upload URL took ``data``; None when the key is unknown or its file already shared."""
+        f = self.files.get(self._uploads.get(key, ""))
+        if f is None or f.completed:
+            return None
+        f.content, f.uploads = data, f.uploads + 1
+        return f
+
+    def complete_files(
+        self,
+        entries: Any,
+        channels: list[str],
+        initial_comment: str | None = None,
+        thread_ts: str | None = None,
+    ) -> list[File]:
+        """files.completeUploadExternal: check everything first (all or nothing), then share the
+        files in each of ``channels`` (none: the file stays private) with one file-share message.
+
+        An id never reserved, whose bytes never arrived, or already completed (its upload ticket
+        is spent) is file_not_found; bytes that differ from the reserved ``length`` are
+        file_upload_size_mismatch. Each channel must exist (channel_not_found), hold the bot
+        (not_in_channel) and be open (is_archived); more than 100 is channels_limit_exceeded."""
+        if not isinstance(entries, list) or not entries:
+            raise SlackError("invalid_arguments")
+        picked: list[tuple[File, str | None]] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not entry.get("id"):
+                raise SlackError("invalid_arguments")
+            f = self.files.get(str(entry["id"]))
+            if f is None or f.completed or f.content is None:
+                raise SlackError("file_not_found")
+            if len(f.content) != f.length:
+                raise SlackError("file_upload_size_mismatch")
+            title = entry.get("title")
+            picked.append((f, None if title is None else str(title)))
+        if len(channels) > 100:
+            raise SlackError("channels_limit_exceeded")
+        targets: list[Channel] = []
+        for channel in channels:
+            ch = self.writable_channel(channel)
+            if ch.archived:
+                raise SlackError("is_archived")
+            targets.append(ch)
+        done: list[File] = []
+        for f, title in picked:
+            f.completed, f.title = True, title or f.name
+            f.channels = [ch.id for ch in targets]
+            f.initial_comment, f.thread_ts = initial_comment or None, thread_ts or None
+            self._uploads.pop(f.upload_key, None)
+            done.append(f)
+        for ch in targets:
+            msg = Message(
+                ts=self.next_ts(),
+                channel=ch.id,
+                text=initial_comment or "",
+                thread_ts=thread_ts or None,
+                subtype="file_share",
+                files=[{"id": f.id, "name": f.name, "title": f.title} for f in done],
+            )
+            self.messages[ch.id].append(msg)
+            for f in done:
+                f.message_ts[ch.id] = msg.ts
+        return done
