@@ -53,6 +53,7 @@ from .services import (  # re-exported for callers
     find_binary,
     services_dir,
 )
+from .tls import TLSFiles, make_tls  # re-exported for callers
 
 __all__ = [
     "BURN_RATE_QUERY",
@@ -537,48 +538,7 @@ def triage_series(
 # --------------------------------------------------------------------------- TLS
 
 
-@dataclass(frozen=True)
-class TLSFiles:
-    """A throwaway CA and a server certificate it signed for 127.0.0.1 (PEM files)."""
-
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    res = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-    if res.returncode != 0:
-        raise ServiceStartError(f"openssl {args[0]} failed ({res.returncode}):\n{res.stderr[-2000:]}")
-
-
-def make_tls(directory: str | Path, host: str = "127.0.0.1") -> TLSFiles:
-    """A CA and a server certificate for ``host`` (an IP SAN), made with the openssl CLI."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-    _openssl(
-        "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-        "-subj", "/CN=firebreak test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        cwd=d,
-    )  # fmt: skip
-    _openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", f"/CN={host}", cwd=d)
-    (d / "server.ext").write_text(
-        f"subjectAltName=IP:{host}\n"
-        "basicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature\n"
-        "extendedKeyUsage=serverAuth\n"
-        "authorityKeyIdentifier=keyid\n"
-        "subjectKeyIdentifier=hash\n"
-    )
-    _openssl(
-        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "server.crt", "-days", "2", "-extfile", "server.ext",
-        cwd=d,
-    )  # fmt: skip
-    return TLSFiles(ca_file=d / "ca.crt", cert_file=d / "server.crt", key_file=d / "server.key")
+# make_tls / TLSFiles live in tests/support/tls.py (shared with the fake API server).
 
 
 # --------------------------------------------------------------------------- server
