@@ -1,4 +1,4 @@
-"""`firebreak serve | console | audit export | audit verify | audit reindex`."""
+"""`firebreak serve | console | audit export | audit verify | audit reindex | postmortem INC-n | report`."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--incident")
     asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
     asub.add_parser("reindex", help="index entries written before the per-incident index existed (once)")
+    pm = sub.add_parser("postmortem", help="print an incident's postmortem as Markdown")
+    pm.add_argument("incident", help="INC-n")
+    rp = sub.add_parser("report", help="resolved incidents by root-cause class: counts, median TTD/TTR, GPU-hours")
+    rp.add_argument("--since", help="only incidents resolved on or after this date (YYYY-MM-DD, UTC)")
     p.add_argument(
         "--log-level", default=None, help="default INFO (the console writes its log to a file and says where)"
     )
@@ -92,6 +96,52 @@ async def _audit(args: argparse.Namespace) -> int:
         await r.aclose()
 
 
+async def _postmortem(args: argparse.Namespace) -> int:
+    """`postmortem INC-n` and `report [--since]`: the app's own services (bot/runtime.py) on REDIS_URL,
+    with PROMETHEUS_URL for the impact start, exactly as `/incident postmortem` builds them."""
+    from bot.ids import INCIDENT_ID
+    from bot.postmortem import document, report
+
+    since = None
+    if args.cmd == "report" and args.since is not None:
+        try:
+            since = report.parse_since(args.since)
+        except report.BadDate as exc:
+            print(f"firebreak: {exc}", file=sys.stderr)
+            return 2
+    inc_id = str(args.incident).strip().upper() if args.cmd == "postmortem" else ""
+    if args.cmd == "postmortem" and not INCIDENT_ID.match(inc_id):
+        print(f"firebreak: {str(args.incident)[:40]!r} is not an incident id: use INC-<n>, like INC-3", file=sys.stderr)
+        return 2
+    settings = load_settings()
+    if not settings.redis_url:
+        # An embedded store here would be new and empty: "no such incident" would be a lie.
+        print(
+            "firebreak: REDIS_URL is not set: there are no incidents to read (set it to the Redis the server uses)",
+            file=sys.stderr,
+        )
+        return 2
+    from bot.runtime import build_services, close  # the whole app: imported once the input is known good
+
+    svc = build_services(settings)
+    try:
+        if args.cmd == "report":
+            sys.stdout.write(await report.report(svc, since))
+            return 0
+        try:
+            sys.stdout.write(await document.build(svc, inc_id))
+        except document.NotFound:
+            print(f"firebreak: {inc_id} does not exist", file=sys.stderr)
+            return 2
+        return 0
+    except RedisError as exc:
+        print(f"firebreak: can't read the incidents from REDIS_URL ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    finally:
+        await close(svc)
+        await svc.redis.aclose()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "console":
@@ -112,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             from bot.console.main import run_console
 
             return asyncio.run(run_console(args.user, args.script))
+        if args.cmd in ("postmortem", "report"):
+            return asyncio.run(_postmortem(args))
         return asyncio.run(_audit(args))
     except (ConfigError, PolicyError) as exc:
         print(f"firebreak: {exc}", file=sys.stderr)

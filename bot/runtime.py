@@ -28,6 +28,7 @@ from bot.core.services import Services
 from bot.incidents import capability as incidents
 from bot.incidents.store import IncidentRepo
 from bot.policy import load_policy
+from bot.postmortem import capability as postmortem
 from bot.scheduler import Job, Scheduler
 from bot.server import build_web
 from bot.signals import capability as signals
@@ -46,6 +47,7 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
     approvals.register,  # breakglass, approve/deny, approval timers, grants for levers
     signals.register,  # POST /alertmanager: alerts open and join incidents, one summary per delivery
     triage.register,  # triage (the PromQL set per cell), changed (six streams of what changed)
+    postmortem.register,  # postmortem, cause, action (AI-n and their due-date reminders)
     intents.register,  # the core's repair of requests interrupted between intent and audit entry
 )
 

@@ -58,6 +58,26 @@ end
 return {1, cur}
 """
 
+# KEYS: incident, sev-lowered log. ARGV: new_sev, reason, by, now (repr).
+# -> {code, old_sev}; code 1 lowered, 0 same, -1 not lower (a raise: SEV only goes down here),
+# -2 still open (SEV never goes down during an incident), -3 missing.
+# The postmortem's `postmortem sev` is the only caller: the one way a SEV goes down, after resolve.
+# Each lowering is kept on the incident's own log (JSON built here from the strings: cjson would
+# round the time).
+SEV_LOWER = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {-3, 0} end
+local cur = tonumber(redis.call('HGET', KEYS[1], 'sev'))
+if st ~= 'resolved' then return {-2, cur} end
+local new = tonumber(ARGV[1])
+if new == cur then return {0, cur} end
+if new < cur then return {-1, cur} end
+redis.call('HSET', KEYS[1], 'sev', new, 'sev_reason', ARGV[2], 'updated_at', ARGV[4])
+redis.call('RPUSH', KEYS[2], '{"from":' .. cur .. ',"to":' .. new .. ',"reason":' .. cjson.encode(ARGV[2])
+  .. ',"by":' .. cjson.encode(ARGV[3]) .. ',"at":' .. ARGV[4] .. '}')
+return {1, cur}
+"""
+
 # KEYS: incident. ARGV: new_status, now. -> {code, old_status}
 # code 1 changed, 0 already there, -1 not allowed from here, -3 missing.
 STATUS_SET = """

@@ -63,6 +63,16 @@ class SevRaised(IntEnum):
     MISSING = -3
 
 
+class SevLowered(IntEnum):
+    """lua.SEV_LOWER"""
+
+    LOWERED = 1
+    SAME = 0
+    NOT_LOWER = -1
+    OPEN = -2
+    MISSING = -3
+
+
 class StatusSet(IntEnum):
     """lua.STATUS_SET"""
 
@@ -121,6 +131,10 @@ ALERTS_PER_SCRIPT = 1000
 DELIVERY_KEEP_S = 7 * 86400
 
 
+def _sev_lowered_key(inc_id: str) -> str:
+    return f"fb:inc:{{{inc_id}}}:sev-lowered"
+
+
 def _alerts_key(inc_id: str) -> str:
     return f"fb:inc:{{{inc_id}}}:alerts"
 
@@ -148,6 +162,7 @@ class IncidentRepo:
     def __init__(self, redis: Redis) -> None:
         self.r = redis
         self._sev = script(redis, lua.SEV_RAISE)
+        self._sev_lower = script(redis, lua.SEV_LOWER)
         self._status = script(redis, lua.STATUS_SET)
         self._role = script(redis, lua.ROLE_SET)
         self._update = script(redis, lua.UPDATE_RECORD)
@@ -214,6 +229,17 @@ class IncidentRepo:
         every = [cadence.interval_minutes[s] * 60 if cadence else "" for s in sevs]
         code, before = await self._sev(keys=[Keys.incident(inc_id)], args=[sev, reason, repr(now), *first, *every])
         return Change(SevRaised(int(code)), int(before))
+
+    async def lower_sev(self, inc_id: str, sev: int, reason: str, by: str, now: float) -> Change[SevLowered]:
+        """Lower the SEV of a resolved incident (the postmortem's `postmortem sev`), kept on its log."""
+        code, before = await self._sev_lower(
+            keys=[Keys.incident(inc_id), _sev_lowered_key(inc_id)], args=[sev, reason, by, repr(now)]
+        )
+        return Change(SevLowered(int(code)), int(before))
+
+    async def sev_lowerings(self, inc_id: str) -> list[dict[str, Any]]:
+        """Every lowering, oldest first: {from, to, reason, by, at}."""
+        return [json.loads(raw) for raw in await self.r.lrange(_sev_lowered_key(inc_id), 0, -1)]
 
     async def set_status(self, inc: Incident, status: Status, now: float) -> Change[StatusSet]:
         code, before = await self._status(keys=[Keys.incident(inc.id)], args=[status.value, now])

@@ -7,7 +7,16 @@ import re
 from bot.policy import load_policy
 from bot.runtime import build_registry
 
-SYSTEM_ONLY = {"alerts", "approval_settle", "breakglass_end", "escalate", "handoff_nudge", "lever_settle", "remind"}
+SYSTEM_ONLY = {
+    "action_remind",
+    "alerts",
+    "approval_settle",
+    "breakglass_end",
+    "escalate",
+    "handoff_nudge",
+    "lever_settle",
+    "remind",
+}
 
 
 def test_commands_yaml_matches_the_registry():

@@ -1,0 +1,577 @@
+"""The postmortem document: the facts gathered (``gather``), the figures worked out from them
+(``Figures``, pure) and the Markdown (``render``, pure): five `## ` sections, Summary, Timeline,
+Detection gap, Trigger and root cause, Action items.
+
+`firebreak postmortem INC-n` prints ``await build(svc, inc_id)``; `/incident postmortem` posts
+the same bytes as a file (post.py). The output depends only on what is stored and, for an open
+incident (a DRAFT, marked as one), on the injected clock: a resolved incident's postmortem is
+the same whoever builds it and whenever.
+
+Every piece of text a person or an alert wrote goes through ``md``: Slack's markup made inert
+(bot.chat quote: entities decoded once, `&`, `<`, `>` escaped again, mass pings shown as typed),
+mentions shown as `@U123`, folded onto one line (so nothing typed can start a `## ` heading or
+a table row), backslashes escaped. Names and expressions go in code spans (``code``: one line,
+no backtick), where quoting would show entities literally. Table rows (``row``) escape every
+pipe of their cells.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.chat import quote, visible
+from bot.core.services import Services
+from bot.ids import SYSTEM_ACTOR
+from bot.incidents.models import AlertRecord, Incident, Status
+from bot.incidents.store import repo
+from bot.policy.roles import ROLE_TITLES, ROLES
+from bot.postmortem import figures as fig
+from bot.postmortem.impact import ImpactStart, earliest, evaluate
+from bot.postmortem.store import ActionItem, PostmortemFacts, actions, facts
+from bot.prom import Prometheus
+
+SECTIONS = ("Summary", "Timeline", "Detection gap", "Trigger and root cause", "Action items")
+SHIPPING_KINDS = ("alert", "runbook", "guardrail", "gameday")
+UPDATE_CHARS = 300  # an update's text on the timeline, at most (the channel has it whole)
+
+_MENTION = re.compile(r"<@([UW][A-Z0-9_]{1,20})>")
+
+
+class NotFound(Exception):
+    """No such incident."""
+
+
+# Text ---------------------------------------------------------------------------------------
+
+
+def md(text: str | None, limit: int | None = None) -> str:
+    """A person's or an alert's text, safe in Markdown prose (and in table cells, through ``row``)."""
+    t = _MENTION.sub(r"@\1", quote(text or ""))
+    t = " ".join(t.split())
+    if limit is not None and len(t) > limit:
+        t = t[: limit - 1].rstrip() + "…"
+    return t.replace("\\", "\\\\")
+
+
+def code(text: str) -> str:
+    """Text for a code span (an alertname, an expression): one line, no backtick to end it early.
+    Not quoted: a code span shows entities literally, and renders no markup or HTML anyway."""
+    return " ".join(visible(text).split()).replace("`", "'")
+
+
+def row(*cells: str) -> str:
+    """A Markdown table row; a pipe inside a cell (prose or code span) is escaped, as GFM wants."""
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def who(user: str | None) -> str:
+    if not user:
+        return "nobody"
+    return "Firebreak" if user == SYSTEM_ACTOR else f"@{code(user)}"
+
+
+def _s(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+# The facts ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Everything the document shows, read once."""
+
+    inc: Incident
+    alerts: tuple[AlertRecord, ...]
+    entries: tuple[dict[str, Any], ...]  # the incident's audit entries, in order
+    pm: PostmortemFacts
+    items: tuple[ActionItem, ...]
+    impact: ImpactStart
+    now: float
+
+
+def prometheus(svc: Services) -> Prometheus | None:
+    url = svc.settings.prometheus_url
+    if not url:
+        return None
+    return Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=svc.policy.queries.timeout_seconds)
+
+
+async def gather(svc: Services, inc_id: str) -> Gathered:
+    inc = await repo(svc).get(inc_id)
+    if inc is None:
+        raise NotFound(inc_id)
+    alerts = sorted((await repo(svc).alert_records(inc_id)).values(), key=lambda a: (a.received_at, a.fingerprint))
+    entries = tuple([e async for e in svc.audit.entries(inc_id)])
+    pm = await facts(svc, inc_id)
+    items = tuple(await actions(svc, inc_id))
+    if pm.impact_override is not None:
+        impact = ImpactStart(pm.impact_override.at, "override", ())
+    else:
+        evidence = await evaluate(prometheus(svc), alerts, svc.policy.queries.timeout_seconds)
+        impact = earliest(evidence, inc.declared_at)
+    return Gathered(inc, tuple(alerts), entries, pm, items, impact, svc.clock.now())
+
+
+# The figures ----------------------------------------------------------------------------------
+
+
+def _ts(e: dict[str, Any]) -> float:
+    return fig.parse_time(str(e.get("ts", ""))) or 0.0
+
+
+def _ok(e: dict[str, Any]) -> bool:
+    return bool((e.get("detail") or {}).get("result", "ok") == "ok")
+
+
+def assessed_gpus(entries: Sequence[dict[str, Any]]) -> list[tuple[float, int]]:
+    """Every `assess --gpus N` that went through: (when, N)."""
+    out = []
+    for e in entries:
+        if e.get("action") != "command.assess" or not _ok(e):
+            continue
+        gpus = ((e.get("detail") or {}).get("args") or {}).get("gpus")
+        if isinstance(gpus, int) and not isinstance(gpus, bool):
+            out.append((_ts(e), gpus))
+    return out
+
+
+@dataclass(frozen=True)
+class Figures:
+    impact_start: float
+    detected: float
+    detected_by: str | None  # the alertname whose arrival was the detection (None: the declaration)
+    declared: float
+    mitigated: float | None  # mitigated_at, else resolved_at (resolved without `mitigated`)
+    resolved: float | None
+    ttd: float
+    ttm: float | None
+    ttr: float | None
+    gpu: fig.GpuHours
+    gpu_until: float  # mitigation, or now for a draft not mitigated yet
+
+    @classmethod
+    def of(cls, g: Gathered) -> Figures:
+        inc = g.inc
+        # Detection: the first alert received, or the declaration when that came first (or alone).
+        first = min(g.alerts, key=lambda a: (a.received_at, a.alertname), default=None)
+        detected, detected_by = inc.detected_at, None
+        if first is not None and first.received_at <= inc.detected_at:
+            detected, detected_by = first.received_at, first.alertname
+        mitigated = inc.mitigated_at if inc.mitigated_at is not None else inc.resolved_at
+        start = g.impact.at
+        until = mitigated if mitigated is not None else g.now
+        return cls(
+            impact_start=start,
+            detected=detected,
+            detected_by=detected_by,
+            declared=inc.declared_at,
+            mitigated=mitigated,
+            resolved=inc.resolved_at,
+            ttd=detected - start,
+            ttm=None if mitigated is None else mitigated - start,
+            ttr=None if inc.resolved_at is None else inc.resolved_at - start,
+            gpu=fig.gpu_hours(assessed_gpus(g.entries), start, until, g.pm.rework_hours),
+            gpu_until=until,
+        )
+
+
+def root_cause(pm: PostmortemFacts) -> tuple[str | None, str | None]:
+    """(the root-cause class, the root cause's text without its `class: <name>` prefix)."""
+    c = pm.causes.get("root")
+    if c is None:
+        return None, None
+    if c.root_class:
+        return c.root_class, c.text.removeprefix(f"class: {c.root_class}").strip()
+    return None, c.text
+
+
+# The Markdown ---------------------------------------------------------------------------------
+
+
+def render(g: Gathered) -> str:
+    f = Figures.of(g)
+    inc = g.inc
+    lines = [f"# Postmortem: {inc.id} {md(inc.title)}", ""]
+    if inc.is_open:
+        lines += [
+            f"> **DRAFT**: {inc.id} is {inc.status.value}, not resolved. Times and figures run to "
+            f"{fig.utc(g.now)} and will change.",
+            "",
+        ]
+    for title, body in (
+        ("Summary", _summary(g, f)),
+        ("Timeline", _timeline(g, f)),
+        ("Detection gap", _detection(g, f)),
+        ("Trigger and root cause", _causes(g)),
+        ("Action items", _actions(g)),
+    ):
+        lines += [f"## {title}", "", *body, ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+async def build(svc: Services, inc_id: str) -> str:
+    """The postmortem of ``inc_id`` as Markdown (NotFound when there is no such incident)."""
+    return render(await gather(svc, inc_id))
+
+
+def _when(ts: float | None, missing: str) -> str:
+    return fig.utc(ts) if ts is not None else missing
+
+
+def _sev_line(g: Gathered) -> str:
+    inc = g.inc
+    low = g.pm.sev_lowered
+    if not low:
+        return f"- SEV: SEV{inc.sev}"
+    steps = "; ".join(f"SEV{c.from_} → SEV{c.to} by {who(c.by)} on {fig.utc(c.at)}: {md(c.reason)}" for c in low)
+    return f"- SEV: SEV{inc.sev} (SEV{low[0].from_} during the incident; lowered in the postmortem: {steps})"
+
+
+def _summary(g: Gathered, f: Figures) -> list[str]:
+    inc = g.inc
+    roles = ", ".join(f"{r} {who(inc.roles[r].user)}" for r in ROLES if r in inc.roles and r != "ic")
+    status = inc.status.value + ("" if inc.status is Status.resolved else " (this postmortem is a DRAFT)")
+    out = [
+        f"- Incident: {inc.id}, {md(inc.title)}",
+        _sev_line(g),
+        f"- Cells: {', '.join(code(c) for c in inc.cells) or 'none named'}",
+        f"- IC: {who(inc.holder('ic')) if inc.holder('ic') else 'nobody (the seat is empty)'}"
+        + (f" · other roles: {roles}" if roles else ""),
+        f"- Status: {status}",
+        f"- Impact start: {fig.utc(f.impact_start)}, {g.impact.how()}",
+    ]
+    o = g.pm.impact_override
+    if o is not None:
+        out.append(f"  - set by {who(o.by)} on {fig.utc(o.set_at)}: {md(o.evidence)}")
+    for e in g.impact.evidence:
+        names = ", ".join(f"`{code(n)}`" for n in e.alertnames)
+        count = f" ({_s(e.alerts, 'alert')})" if e.alerts > 1 else ""
+        out.append(f"  - {names}{count}: {e.sentence()}")
+    detected_how = f"first alert received, `{code(f.detected_by)}`" if f.detected_by else "the declaration"
+    declarer = "opened by Alertmanager" if inc.declared_by == SYSTEM_ACTOR else f"declared by {who(inc.declared_by)}"
+    if inc.mitigated_at is not None:
+        mitigated = fig.utc(inc.mitigated_at)
+    elif inc.resolved_at is not None:
+        mitigated = "not marked (resolved without `mitigated`: the resolution stands in)"
+    else:
+        mitigated = "not yet"
+    out += [
+        f"- Detected: {fig.utc(f.detected)} ({detected_how})",
+        f"- Declared: {fig.utc(f.declared)} ({declarer})",
+        f"- Mitigated: {mitigated}",
+        f"- Resolved: {_when(inc.resolved_at, 'not yet')}",
+        "- "
+        + " · ".join(
+            [
+                f"TTD {fig.duration(f.ttd)}",
+                f"TTM {fig.duration(f.ttm)}" if f.ttm is not None else "TTM not yet (not mitigated)",
+                f"TTR {fig.duration(f.ttr)}" if f.ttr is not None else "TTR not yet (not resolved)",
+            ]
+        )
+        + " (each from impact start)",
+        *_gpu_lines(g, f),
+        "- Requests failed: "
+        + (fig.thousands(g.pm.requests_failed) if g.pm.requests_failed is not None else "not recorded")
+        + " · Tokens refunded: "
+        + (fig.thousands(g.pm.tokens_refunded) if g.pm.tokens_refunded is not None else "not recorded")
+        + (
+            " (record them with `/incident postmortem impact-figures requests=N tokens=N`)"
+            if g.pm.requests_failed is None or g.pm.tokens_refunded is None
+            else ""
+        ),
+    ]
+    return out
+
+
+def _gpu_lines(g: Gathered, f: Figures) -> list[str]:
+    gpu = f.gpu
+    until = "mitigation" if f.mitigated is not None else f"now, {fig.hhmm(f.gpu_until)} (not mitigated yet)"
+    if not gpu.recorded:
+        tail = (
+            f"; the {g.pm.rework_hours:g} h of rework need a GPU count to multiply"
+            if g.pm.rework_hours is not None
+            else ""
+        )
+        return [f"- GPU-hours lost: not recorded (no `assess --gpus N` before mitigation){tail}"]
+    out = [f"- GPU-hours lost: {fig.thousands(gpu.total)}"]
+    for i, b in enumerate(gpu.burns):
+        frm = f"impact start, {fig.hhmm(b.start)}" if i == 0 else fig.hhmm(b.start)
+        to = fig.hhmm(b.end) if i + 1 < len(gpu.burns) else until
+        out.append(
+            f"  - {fig.thousands(b.gpus)} GPUs × {fig.duration(b.end - b.start)} (from {frm} to {to})"
+            f" = {fig.thousands(b.gpu_hours)}"
+        )
+    if g.pm.rework_hours is not None and gpu.rework_gpus is not None:
+        out.append(
+            f"  - rework: {fig.thousands(gpu.rework_gpus)} GPUs × {g.pm.rework_hours:g} h of progress thrown away"
+            f" = {fig.thousands(gpu.rework)}"
+        )
+    else:
+        out.append("  - rework: not recorded (`/incident postmortem rework <hours>`, e.g. back to the last checkpoint)")
+    return out
+
+
+# Timeline -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Event:
+    at: float
+    order: int  # ties: the first signal, then alerts, then the audit in its own order
+    text: str = field(compare=False)
+
+
+def _args(e: dict[str, Any]) -> dict[str, Any]:
+    got = (e.get("detail") or {}).get("args")
+    return got if isinstance(got, dict) else {}
+
+
+def _role(name: object) -> str:
+    return ROLE_TITLES.get(str(name), md(str(name)))
+
+
+def _assess_args(a: dict[str, Any]) -> str:
+    parts = []
+    if a.get("users_burn") is not None:
+        parts.append(f"--users-burn {a['users_burn']}")
+    if a.get("gpus") is not None:
+        parts.append(f"--gpus {a['gpus']}")
+    parts += [f"--{k}" for k in ("quality", "security") if a.get(k)]
+    return " ".join(parts)
+
+
+def phrase(e: dict[str, Any]) -> str | None:
+    """One audit entry as a timeline line (None: not an event worth a line: a read, a refusal, a
+    dry run, Firebreak's own bookkeeping). Unknown actions fall back to their name."""
+    action = str(e.get("action", ""))
+    d = e.get("detail") or {}
+    a = _args(e)
+    by = who(str(e.get("actor", "")))
+    result = d.get("result", "ok")
+    if action.startswith("command."):
+        name = action.removeprefix("command.")
+        if result == "interrupted":
+            return f"`{code(name)}` by {by} was interrupted part-way (see the audit log)"
+        if result != "ok":
+            return None
+        return _command(name, d, a, by)
+    if action.startswith("lever."):
+        label = f"{code(str(d.get('request', '')))} `{code(str(d.get('lever', '')))}` {code(str(d.get('target', '')))}"
+        cell = f" ({code(str(d['cell']))})" if d.get("cell") else ""
+        state = action.removeprefix("lever.")
+        if state == "apply":
+            return None  # its outcome (lever.done / lever.failed) follows
+        if state == "done":
+            verified = "verified" if d.get("verified") else "not verified"
+            return f"Lever {label}{cell} applied ({verified}), requested by {by}"
+        if state in ("undo", "undo_failed", "undo_unsettled"):
+            what = {"undo": "undone", "undo_failed": "undo failed", "undo_unsettled": "undo not settled"}[state]
+            return f"Lever {label}{cell} {what} by {by}"
+        return f"Lever {label}{cell}: {code(state)}"
+    return f"`{code(action)}` by {by}"
+
+
+def _command(name: str, d: dict[str, Any], a: dict[str, Any], by: str) -> str | None:
+    match name:
+        case "declare":
+            cells = ", ".join(code(str(c)) for c in d.get("cells") or [])
+            return f"Declared by {by} as SEV{d.get('sev', a.get('sev'))}" + (f" ({cells})" if cells else "")
+        case "alerts":
+            if not d.get("opened"):
+                return None  # the alerts themselves are on the timeline
+            ic = f"IC {who(d['ic'])}" if d.get("ic") else "no IC on call"
+            return f"Opened by Alertmanager as SEV{d.get('sev')} ({ic})"
+        case "sev":
+            if d.get("sev_from") == d.get("sev_to"):
+                return None
+            return f"SEV{d.get('sev_from')} → SEV{d.get('sev_to')} by {by}: {md(str(a.get('reason', '')))}"
+        case "assess":
+            raised = f" (SEV{d['sev_from']} → SEV{d['sev_to']})" if d.get("sev_to") is not None else ""
+            raised = f" (the matrix says SEV{d.get('assessed_sev')}){raised}"
+            return f"Assessed by {by}: `{_assess_args(a)}`{raised}"
+        case "role":
+            user = who(str(d.get("user", a.get("user", ""))))
+            return f"{user} is {_role(d.get('role', a.get('role')))} (set by {by})"
+        case "handoff":
+            return (
+                f"{by} handing {_role(d.get('role', a.get('role')))} to {who(str(d.get('to', a.get('user', ''))))}"
+                f" ({code(str(d.get('handoff', '')))})"
+            )
+        case "accept":
+            return f"{by} accepted {_role(d.get('role', ''))} ({code(str(d.get('handoff', a.get('handoff', ''))))})"
+        case "update":
+            return f"Update by {by}: {md(str(a.get('text', '')), UPDATE_CHARS)}"
+        case "mitigated" | "resolved":
+            return f"Marked {name} by {by}"
+        case "lever":
+            if a.get("dry_run"):
+                return None
+            cell = f" --cell {code(str(a['cell']))}" if a.get("cell") else ""
+            state = f" ({code(str(d['state']))})" if d.get("state") else " (waiting for approval)"
+            return f"{by} pulled `{code(str(a.get('lever', '')))}` {code(str(a.get('target', '')))}{cell}{state}"
+        case "undo":
+            return None  # lever.undo says what it did
+        case "triage":
+            return f"Triage snapshot by {by}"
+        case "changed":
+            return f"What changed, asked by {by}"
+        case "remind":
+            return f"Update reminder to {who(str(d['to']))}" if d.get("to") else "Update reminder"
+        case "escalate":
+            return f"Overdue update escalated to {who(str(d['to']))}" if d.get("to") else "Overdue update escalated"
+        case "cause":
+            return f"Cause ({code(str(a.get('which', '')))}) recorded by {by}"
+        case "action":
+            if a.get("done"):
+                return f"{code(str(a['done']))} closed by {by}: {md(str(a.get('evidence', '')), UPDATE_CHARS)}"
+            item = f"{code(str(d['item']))} " if d.get("item") else ""
+            return f"Action item {item}added by {by}: {md(str(a.get('text', '')), UPDATE_CHARS)}"
+        case "postmortem":
+            return _postmortem(a, by)
+        case "status" | "help" | "levers" | "snooze" | "update_form" | "handoff_nudge" | "action_remind":
+            return None  # reads, and the cadence's own bookkeeping
+        case "approval_settle" | "lever_settle" | "breakglass_end":
+            return None
+        case "secret_flag":
+            return "A pasted secret was flagged in the channel"
+        case _:
+            return f"`{code(name)}` by {by}"
+
+
+def _postmortem(a: dict[str, Any], by: str) -> str | None:
+    match a.get("sub", "post"):
+        case "post":
+            return None  # posting the postmortem is not part of the incident (and the same doc reads the same)
+        case "sev":
+            return f"SEV lowered to SEV{a.get('sev')} in the postmortem by {by}: {md(str(a.get('reason', '')))}"
+        case "impact":
+            at = a.get("at")
+            when = fig.utc(float(at)) if isinstance(at, int | float) else "?"
+            return f"Impact start set to {when} by {by}"
+        case "rework":
+            hours = a.get("hours")
+            return (
+                f"Rework recorded by {by}: {hours:g} h"
+                if isinstance(hours, int | float)
+                else f"Rework recorded by {by}"
+            )
+        case "impact_figures":
+            return f"Impact figures recorded by {by}"
+        case other:
+            return f"`postmortem {code(str(other))}` by {by}"
+
+
+def _alert_events(alerts: Sequence[AlertRecord]) -> list[Event]:
+    """Each alertname's startsAt, arrival and resolve, one line per (time, what, alertname)."""
+    groups: dict[tuple[float, int, str], int] = {}
+    for a in alerts:
+        starts = fig.parse_time(a.starts_at)
+        if starts is not None:
+            key = (float(int(starts)), 1, a.alertname)
+            groups[key] = groups.get(key, 0) + 1
+        key = (float(int(a.received_at)), 2, a.alertname)
+        groups[key] = groups.get(key, 0) + 1
+        if a.resolved_at is not None:
+            key = (float(int(a.resolved_at)), 3, a.alertname)
+            groups[key] = groups.get(key, 0) + 1
+    verbs = {1: "started (its startsAt)", 2: "received by Firebreak", 3: "resolved (received by Firebreak)"}
+    out = []
+    for (at, kind, name), n in groups.items():
+        count = f" ×{n}" if n > 1 else ""
+        out.append(Event(at, kind, f"Alert `{code(name)}`{count} {verbs[kind]}"))
+    return out
+
+
+def _timeline(g: Gathered, f: Figures) -> list[str]:
+    events = [Event(f.impact_start, 0, f"First signal (impact start): {g.impact.how()}")]
+    events += _alert_events(g.alerts)
+    for i, e in enumerate(g.entries):
+        text = phrase(e)
+        if text is not None:
+            events.append(Event(_ts(e), 10 + i, text))
+    events.sort()
+    return ["All times UTC.", "", *(f"- `{fig.clock_time(ev.at)}` {ev.text}" for ev in events)]
+
+
+# Detection gap --------------------------------------------------------------------------------
+
+
+def _detection(g: Gathered, f: Figures) -> list[str]:
+    detected_how = f"first alert received, `{code(f.detected_by)}`" if f.detected_by else "the declaration"
+    rows = [
+        ("first signal (impact start)", f.impact_start, "", g.impact.how()),
+        ("detection", f.detected, f"{fig.duration(f.detected - f.impact_start)} after the first signal", detected_how),
+        ("declaration", f.declared, f"{fig.duration(f.declared - f.detected)} after detection", ""),
+    ]
+    out = ["| stage | time (UTC) | gap | how it is known |", "|---|---|---|---|"]
+    out += [row(stage, fig.clock_time(at), gap, how) for stage, at, gap, how in rows]
+    out += [
+        "",
+        f"Broken before anyone knew: {fig.duration(f.detected - f.impact_start)}; "
+        f"before it was declared: {fig.duration(f.declared - f.impact_start)}.",
+        "",
+    ]
+    why = g.pm.causes.get("detection")
+    if why is None:
+        out.append("Why detection took that long: missing: run `/incident cause detection <why>`.")
+    else:
+        out.append(f"Why detection took that long: {md(why.text)} ({who(why.by)}, {fig.utc(why.at)})")
+    return out
+
+
+# Trigger and root cause -----------------------------------------------------------------------
+
+
+def _causes(g: Gathered) -> list[str]:
+    trigger = g.pm.causes.get("trigger")
+    root = g.pm.causes.get("root")
+    cls, text = root_cause(g.pm)
+    out = []
+    if trigger is None:
+        out.append("- Trigger: missing: run `/incident cause trigger <what set it off>`.")
+    else:
+        out.append(f"- Trigger: {md(trigger.text)} ({who(trigger.by)}, {fig.utc(trigger.at)})")
+    if root is None:
+        out.append("- Root cause: missing: run `/incident cause root class: <name> <why it could happen>`.")
+    else:
+        out.append(f"- Root cause: {md(text)} ({who(root.by)}, {fig.utc(root.at)})")
+    if cls:
+        out.append(f"- Root-cause class: {code(cls)}")
+    else:
+        out.append(
+            f"- Root-cause class: {fig.UNCLASSIFIED} (start `cause root` with `class: <name>`, e.g. `class: driver`,"
+            " so the quarterly report can cluster it)"
+        )
+    return out
+
+
+# Action items ---------------------------------------------------------------------------------
+
+
+def _actions(g: Gathered) -> list[str]:
+    if not g.items:
+        return [
+            "No action items. Every postmortem produces at least one alert, runbook step, automation "
+            'guardrail or game-day scenario: `/incident action <text> --owner @u --due YYYY-MM-DD --verify "<check>"'
+            " --kind alert|runbook|guardrail|gameday`."
+        ]
+    out = [
+        "| id | item | owner | due | verify | kind | state | evidence |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for it in g.items:
+        state = f"done {fig.utc(it.done_at)[:10]}" if it.state == "done" and it.done_at else it.state
+        out.append(row(it.id, md(it.text), who(it.owner), it.due, md(it.verify), it.kind, state, md(it.evidence)))
+    done = sum(1 for it in g.items if it.state == "done")
+    out += ["", f"{done} of {_s(len(g.items), 'item')} done."]
+    if not any(it.kind in SHIPPING_KINDS for it in g.items):
+        out += [
+            "",
+            "None of these is an alert, runbook step, guardrail or game-day scenario: add one "
+            "(`--kind alert|runbook|guardrail|gameday`), so this incident changes the fleet.",
+        ]
+    return out
