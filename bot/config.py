@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     firebreak_stakeholder_channel: str | None = None
     firebreak_security_channel: str | None = None
     firebreak_scheduler_tick: float = Field(default=0.5, gt=0)
+    # SIGTERM to exit (bot/serve.py): under Kubernetes' default terminationGracePeriodSeconds (30).
+    firebreak_shutdown_grace: float = Field(default=25.0, gt=0)
+    # After SIGTERM, how long requests still arriving are taken (while the pod leaves the Service's
+    # endpoints) before they get a 503. 0 when a preStop hook already waits that out.
+    firebreak_shutdown_linger: float = Field(default=5.0, ge=0)
 
     @field_validator("redis_url")
     @classmethod

@@ -1,16 +1,27 @@
 """Structured logging. Secrets are redacted after formatting, so tracebacks are covered too.
 
-structlog events go through ``_redact``; the standard-library loggers of Bolt,
-slack_sdk and aiohttp go through ``_RedactFilter`` on the root handler. Both
-use the same patterns as the audit log (bot.redact).
+One line per event, JSON (``firebreak serve``'s default) or a console format. The
+JSON lines carry ``timestamp``, ``level``, ``event`` and whatever is bound: a request's
+lines carry ``request_id`` and ``incident_id`` (bound by the listener, the lane and the
+executor, bot/core/dispatch.py; the code binds ``incident``, renamed here), a timer's
+``job``, ``job_key`` and ``incident_id``. The standard-library loggers of Bolt, slack_sdk
+and aiohttp come out in the same format, with the same bound ids.
+
+Redaction: structlog events go through ``_redact`` (secret-named keys dropped, every
+string and nested value scrubbed, any other object scrubbed as its text); the
+standard-library records go through ``_RedactFilter`` (message and traceback) and then
+``_redact``. Both use the audit log's patterns (bot.redact) plus the Slack token shapes.
+
+``LOG_FORMAT=json`` or ``LOG_FORMAT=console`` overrides the caller's default format.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -20,6 +31,8 @@ from bot.redact import scrub, scrub_text
 _SECRET_KEYS = {"token", "signing_secret", "authorization", "password", "secret", "app_token", "bot_token"}
 # Logged headers and reprs show tokens without a "Bearer" in front; catch the Slack shapes too.
 _SLACKISH = re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]+")
+_PLAIN = (bool, int, float, type(None))
+FORMATS = {"json": True, "console": False}
 
 
 def _clean(text: str) -> str:
@@ -28,12 +41,23 @@ def _clean(text: str) -> str:
 
 def _redact(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, val in list(event.items()):
+        if key.startswith("_"):  # structlog's own bookkeeping (the stdlib record), never rendered
+            continue
         if key.lower() in _SECRET_KEYS:
             event[key] = "[redacted]"
         elif isinstance(val, str):
             event[key] = _clean(val)
         elif isinstance(val, (dict, list, tuple)):
             event[key] = scrub(val)
+        elif not isinstance(val, _PLAIN):
+            event[key] = _clean(str(val))  # an exception, a path, a model: as its scrubbed text
+    return event
+
+
+def _ids(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """The code binds ``incident``; the lines say ``incident_id``, beside ``request_id``."""
+    if "incident" in event:
+        event["incident_id"] = event.pop("incident")
     return event
 
 
@@ -48,19 +72,50 @@ class _RedactFilter(logging.Filter):
         return True
 
 
+class _Handler(logging.StreamHandler):
+    """The root handler configure() installs (and replaces when called again)."""
+
+
+def json_default(default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """JSON or not: LOG_FORMAT when it names a format, else ``default``."""
+    value = (os.environ if environ is None else environ).get("LOG_FORMAT", "").strip().lower()
+    return FORMATS.get(value, default)
+
+
 def configure(level: str = "INFO", json: bool = True, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
-    logging.basicConfig(stream=stream, level=level, format="%(message)s")
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, _RedactFilter) for f in handler.filters):
-            handler.addFilter(_RedactFilter())
-    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    as_json = json_default(json)
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
+    )
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _ids,
+    ]
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
+        root.removeHandler(old)
+    handler = _Handler(stream)
+    handler.addFilter(_RedactFilter())  # message and traceback scrubbed before they are formatted
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, _redact],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    root.addHandler(handler)
+    root.setLevel(level)
+    for other in root.handlers:  # e.g. a test's capture handler: scrubbed the same way
+        if not any(isinstance(f, _RedactFilter) for f in other.filters):
+            other.addFilter(_RedactFilter())
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,  # first, so the traceback text is redacted too
+            *shared,
+            structlog.processors.format_exc_info,  # before _redact, so the traceback text is redacted too
             _redact,
             renderer,
         ],

@@ -1,45 +1,130 @@
-"""The HTTP surface: Slack events, health, readiness and metrics."""
+"""The HTTP surface: Slack events, health, readiness and metrics.
+
+Shutting down (bot/serve.py) goes through ``Intake``: from SIGTERM /readyz answers 503,
+so Kubernetes takes the pod out of the Service; requests still arriving are taken for
+``linger`` seconds (the endpoints take a moment to update everywhere, and Slack does not
+retry a slash command, button or form that gets a 5xx: the person would see an error),
+and after that every POST (Slack, webhooks) gets a 503. Slack retries an Events API
+delivery that got one, Alertmanager a webhook; GETs (/healthz, /metrics) keep answering.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from slack_bolt.async_app import AsyncApp
 
+from bot import logs, metrics
+from bot.core.hooks import SCRAPE
 from bot.core.services import Services
 from bot.metrics import REGISTRY
 from bot.slack import inbound
 from bot.store import ping
 
+log = logs.get(__name__)
+
+SLACK_PATH = "/slack/events"
+SCRAPE_TIMEOUT_S = 1.0  # a store-read gauge that cannot be read in time is NaN in this scrape
+
+
+class Intake:
+    """Whether the app still takes requests: open until ``drain``; then readiness fails at once,
+    and POSTs are refused once ``linger`` seconds have passed."""
+
+    def __init__(self) -> None:
+        self.draining_since: float | None = None
+        self.linger = 0.0
+
+    def drain(self, linger: float) -> None:
+        if self.draining_since is None:
+            self.draining_since, self.linger = time.monotonic(), linger
+
+    @property
+    def draining(self) -> bool:
+        return self.draining_since is not None
+
+    def refusing(self) -> bool:
+        return self.draining_since is not None and time.monotonic() - self.draining_since >= self.linger
+
+
+INTAKE = web.AppKey("firebreak_intake", Intake)
+
 
 async def start_local(
-    app: web.Application, host: str = "127.0.0.1", port: int = 0, access_log: bool = True
+    app: web.Application,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    access_log: bool = True,
+    shutdown_timeout: float = 60.0,
 ) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` on host:port (0: a free port); returns the runner and the bound port."""
-    runner = web.AppRunner(app) if access_log else web.AppRunner(app, access_log=None)
+    """Serve ``app`` on host:port (0: a free port); returns the runner and the bound port.
+    ``shutdown_timeout``: at cleanup, how long requests still being answered may take."""
+    runner = (
+        web.AppRunner(app, shutdown_timeout=shutdown_timeout)
+        if access_log
+        else web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
+def _gate(intake: Intake) -> Middleware:
+    @web.middleware
+    async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "POST" and intake.refusing():
+            log.info("request_refused_shutting_down", path=request.path[:100])
+            return web.json_response({"ok": False, "error": "shutting_down"}, status=503)
+        if request.path != SLACK_PATH:
+            return await handler(request)
+        started = time.perf_counter()
+        resp = await handler(request)
+        if 200 <= resp.status < 300:  # the ack Slack waits for (refusals are not acks)
+            metrics.ACK_SECONDS.observe(time.perf_counter() - started)
+        return resp
+
+    return gate
+
+
+async def _scrape(svc: Services) -> None:
+    """Refresh the gauges read from the store (each hook sets its gauge to NaN until read, so one
+    that fails or times out is NaN in this scrape, not a stale value)."""
+    for refresh in svc.registry.hooked(SCRAPE):
+        try:
+            async with asyncio.timeout(SCRAPE_TIMEOUT_S):
+                await refresh(svc)
+        except Exception as exc:  # noqa: BLE001 - a scrape never fails for one gauge
+            log.warning("metrics_refresh_failed", hook=getattr(refresh, "__name__", "?"), error=type(exc).__name__)
+
+
 def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
+    intake = Intake()
+
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
     async def readyz(_: web.Request) -> web.Response:
+        if intake.draining:  # shutting down: out of the Service before anything else
+            return web.json_response({"ok": False, "draining": True}, status=503)
         ok = await ping(svc.redis)
         return web.json_response({"ok": ok, "redis": ok}, status=200 if ok else 503)
 
-    async def metrics(_: web.Request) -> web.Response:
+    async def metrics_page(_: web.Request) -> web.Response:
+        await _scrape(svc)
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # Slack's largest bodies (a submitted form) are a few tens of KB; larger ones get a 413.
-    app = web.Application(client_max_size=1024**2)
-    app.router.add_post("/slack/events", inbound.handler(svc, bolt))
+    app = web.Application(client_max_size=1024**2, middlewares=[_gate(intake)])
+    app[INTAKE] = intake
+    app.router.add_post(SLACK_PATH, inbound.handler(svc, bolt))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", metrics_page)
     # Endpoints a capability declared in its register (Registry.web).
     for method, path, make in svc.registry.http:
         app.router.add_route(method, path, make(svc))

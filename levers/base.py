@@ -88,6 +88,27 @@ def kind_named(word: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class Access:
+    """One RBAC rule a lever (or a reader such as `changed`) needs in a cell: the API group ("" is core),
+    the resource as RBAC names it (`nodes`, `rollouts/status`, `deployments/scale`), the verbs, and the
+    resourceNames it is limited to (none: every object of that resource).
+
+    Discovery (/api, /apis/<group>/<version>) is not listed: every cluster grants it to all authenticated
+    users (system:discovery). deploy/rbac grants exactly the union of these (tests/deploy hold the two equal).
+    """
+
+    group: str
+    resource: str
+    verbs: tuple[str, ...]
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def on(cls, kind: Kind, *verbs: str, sub: str | None = None, names: tuple[str, ...] = ()) -> Access:
+        """The rule for `kind` (or its subresource `sub`)."""
+        return cls(kind.group, f"{kind.plural}/{sub}" if sub else kind.plural, tuple(verbs), names)
+
+
+@dataclass(frozen=True)
 class Target:
     namespace: str | None
     name: str
@@ -174,6 +195,9 @@ class Lever(ABC):
     fleet_default: ClassVar[bool] = False  # no --cell means the fleet context (the global route table)
     reversible: ClassVar[bool] = True
     not_reversible_why: ClassVar[str] = ""
+    # Every API call the lever makes in its cell, whatever the path: plan, dry-run, apply, the conflict
+    # re-read, the timeout fence, verify's read-back, budgets and undo (levers.catalogue checks each sets it).
+    needs: ClassVar[tuple[Access, ...]]
 
     def path(self, ctx: Ctx, sub: str | None = None) -> str:
         return self.kind.path(ctx.target, sub, ctx.version)

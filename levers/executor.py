@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bot import logs
+from bot import logs, metrics
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.services import Services
@@ -59,6 +59,7 @@ async def _finish(svc: Services, rec: LeverRequest, state: str, message: str, ok
     await lever_store(svc).transition(
         rec.id, {"executing"}, state, finished_at=svc.clock.now(), result={"ok": ok, "message": message, **result}
     )
+    metrics.lever_settled(rec.lever, state, verified=ok)
     try:
         await inflight.disarm(svc, rec.id)
         await svc.audit.append(

@@ -32,7 +32,7 @@ from kubernetes_asyncio.config.dateutil import parse_rfc3339
 from kubernetes_asyncio.config.exec_provider import ExecProvider
 from kubernetes_asyncio.config.kube_config import FileOrData, KubeConfigLoader
 
-from bot import logs
+from bot import logs, metrics
 from bot.core.services import Services
 from bot.redact import scrub_text
 from levers.plan import ApiCall
@@ -140,6 +140,7 @@ def credentials_error(context: str, exc: BaseException) -> KubeError:
         first = (str(exc).strip().splitlines() or [""])[0]
         why = scrub_text(first)[:200] or type(exc).__name__
     log.warning("kube_credentials_failed", context=context, error=why)
+    metrics.KUBE_API_ERRORS.labels(context, "credentials").inc()
     return KubeError(None, "Credentials", f"kube credentials for context `{context}` failed: {why}")
 
 
@@ -309,6 +310,7 @@ class CellClient:
             try:
                 ans = await self._roundtrip(method, path, content_type, body, q)
             except KubeError as e:
+                metrics.KUBE_API_ERRORS.labels(self.context, e.reason.lower()).inc()  # timeout, unreachable
                 if not read or attempt >= ATTEMPTS:
                     raise
                 await self._pause(method, path, attempt, _backoff(attempt), e.reason)
@@ -316,6 +318,7 @@ class CellClient:
                 continue
             if 200 <= ans.status < 300:
                 return json.loads(ans.raw) if ans.raw else {}
+            metrics.KUBE_API_ERRORS.labels(self.context, str(ans.status)).inc()
             if ans.status == 401 and self.reload is not None:
                 if refreshed:
                     raise KubeError(

@@ -6,9 +6,11 @@ result codes are store.py's enums. Every key is under the `{levers}` hash tag (b
 so these run on Redis Cluster.
 """
 
-# KEYS: request hash, in-flight set. ARGV: n, from_state_1..n, to_state, then field/value pairs.
+# KEYS: request hash, in-flight set, moved index. ARGV: n, from_state_1..n, to_state, then field/value pairs.
 # -> 1 moved (Moved.MOVED), 0 missing or not in a from state (Moved.NOT_FROM).
 # `executing` and `undoing` keep the request in the in-flight set, every other state takes it out.
+# The moved index scores the request by its latest timestamp field, so `changed` reads the requests
+# that moved in its window without walking every open incident.
 TRANSITION = """
 local cur = redis.call('HGET', KEYS[1], 'state')
 if not cur then return 0 end
@@ -21,6 +23,12 @@ redis.call('HSET', KEYS[1], 'state', to)
 for i = n + 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 local id = string.match(KEYS[1], 'req:(.*)$')
 if to == 'executing' or to == 'undoing' then redis.call('SADD', KEYS[2], id) else redis.call('SREM', KEYS[2], id) end
+local last = nil
+for _, f in ipairs({'created_at', 'approved_at', 'started_at', 'finished_at', 'undone_at'}) do
+  local t = tonumber(redis.call('HGET', KEYS[1], f))
+  if t and (not last or t > last) then last = t end
+end
+if last then redis.call('ZADD', KEYS[3], last, id) end
 return 1
 """
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot import logs
+from bot import logs, metrics
 from bot.clock import hhmm
 from bot.core import dispatch
 from bot.core.posts import announce
@@ -182,6 +182,7 @@ async def _executing(
     store = lever_store(svc)
     if not await store.transition(rec.id, {"executing"}, state, finished_at=svc.clock.now()):
         return None  # another process settled it
+    metrics.lever_settled(rec.lever, state, verified=state == "done")  # a read-back decided it
     if state == "done":
         await lever.applied(ctx, plan)
         how = f"{plan.effect}; {NOT_REAPPLIED}" + (f"; {_superseded(rec, later)}" if later else "")
@@ -253,12 +254,14 @@ async def _undoing(
                 f"{rec.id} is {_superseded(rec, later)}. {rec.id} stays applied beneath {later.id}."
             )
         action, state = "lever.undo_failed", "done"
+        metrics.lever_settled(rec.lever, "undo_failed")
     else:
         undo = {"resource_version": rv, "verified": True, "reconciled": True}
         if later is not None:
             undo["superseded_by"] = later.id
         if not await store.transition(rec.id, {"undoing"}, "undone", result={**rec.result, "undo": undo}):
             return None
+        metrics.lever_settled(rec.lever, "undone")
         await lever.undone(ctx)
         how = f"{_superseded(rec, later)}" if later else "restore verified by a read-back"
         message = f"{rec.label}: undone by <@{rec.undone_by}> ({how}, rv {rv})."

@@ -1,12 +1,13 @@
 """The levers' Redis: lever requests, the node-quarantine budgets and route-weight step bookkeeping.
 
 Requests: one hash per REQ (levers.requests.LeverRequest), a per-incident index,
-and every state change one Lua compare-and-set (lua.TRANSITION) that also keeps
-the in-flight index. Budgets: a rate per cell per hour (a sorted set: member
-request, score time) and the quarantine floor (a sorted set of nodes: +inf while
-a write is in flight, then when it landed; a hash of which request owns each
-place), reserved together in one script (lua.RESERVE). Route steps: per incident,
-each backend's baseline weight and when it was last stepped.
+an index by latest move, and every state change one Lua compare-and-set
+(lua.TRANSITION) that also keeps the in-flight and moved indexes. Budgets: a rate
+per cell per hour (a sorted set: member request, score time) and the quarantine
+floor (a sorted set of nodes: +inf while a write is in flight, then when it landed;
+a hash of which request owns each place), reserved together in one script
+(lua.RESERVE). Route steps: per incident, each backend's baseline weight and when
+it was last stepped.
 Each script's result codes are the enums below.
 """
 
@@ -26,6 +27,7 @@ from levers import lua
 from levers.requests import IN_FLIGHT, STATES, LeverRequest
 
 _IN_FLIGHT_KEY = Keys.levers("in-flight")
+_MOVED_KEY = Keys.levers("moved")  # every request, scored by its latest move (lua.TRANSITION)
 
 
 class Moved(IntEnum):
@@ -109,7 +111,10 @@ class LeverStore:
     async def create(self, rec: LeverRequest) -> None:
         fields = [x for kv in _encode(rec.model_dump()).items() for x in kv]
         await write(
-            self.r, ("HSET", _request(rec.id), *fields), ("ZADD", _by_incident(rec.incident), rec.created_at, rec.id)
+            self.r,
+            ("HSET", _request(rec.id), *fields),
+            ("ZADD", _by_incident(rec.incident), rec.created_at, rec.id),
+            ("ZADD", _MOVED_KEY, rec.created_at, rec.id),
         )
 
     async def get(self, req_id: str) -> LeverRequest | None:
@@ -135,7 +140,9 @@ class LeverStore:
         flat: list[EncodableT] = []
         for k, v in _encode(fields).items():
             flat += [k, v]
-        code = await self._transition(keys=[_request(req_id), _IN_FLIGHT_KEY], args=[len(src), *src, to_state, *flat])
+        code = await self._transition(
+            keys=[_request(req_id), _IN_FLIGHT_KEY, _MOVED_KEY], args=[len(src), *src, to_state, *flat]
+        )
         return Moved(int(code)) is Moved.MOVED
 
     async def in_flight(self) -> list[LeverRequest]:
@@ -146,6 +153,12 @@ class LeverStore:
     async def for_incident(self, incident: str) -> list[LeverRequest]:
         # Plain members: without withscores, zrange gives no (member, score) pairs.
         ids = [m for m in await self.r.zrange(_by_incident(incident), 0, -1) if isinstance(m, (bytes, str))]
+        return await self._get_many(ids)
+
+    async def moved_since(self, since: float) -> list[LeverRequest]:
+        """Every request whose latest move (created, approved, started, finished, undone) is at or
+        after ``since``: one range read, however many incidents are open."""
+        ids = [m for m in await self.r.zrangebyscore(_MOVED_KEY, since, "+inf") if isinstance(m, (bytes, str))]
         return await self._get_many(ids)
 
     # Node-quarantine budgets ------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bot import logs
+from bot import logs, metrics
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.request import IncidentView, Outcome, Refusal, Request
@@ -109,6 +109,7 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
             result={**rec.result, "undo": {"resource_version": rv, "patch": ops, "verified": not left}},
         )
         await inflight.disarm(svc, rec.id)
+        metrics.lever_settled(rec.lever, "undone")
     except RedisError:
         # The restore went out, but the store went away before it was recorded: the request stays
         # `undoing`, and its timer settles it from a read-back.
@@ -205,6 +206,7 @@ async def _not_undone(svc: Services, rec: LeverRequest, actor: str, grant_id: st
     """The API refused (or was never reached): nothing changed; the claim goes back to `done`."""
     store = lever_store(svc)
     await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
+    metrics.lever_settled(rec.lever, "undo_failed")
     await inflight.disarm(svc, rec.id)
     why = messages.api_error(e) if isinstance(e, KubeError) else str(e)
     if isinstance(e, KubeError) and e.test_failed:

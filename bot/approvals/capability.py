@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.approvals import grants, jobs, lever_side, on_resolve, votes
 from bot.approvals.commands import ApprovalSettle, Approve, Breakglass, BreakglassEnd, Deny
 from bot.core.grammar import Spec
-from bot.core.hooks import STATUS_LINE
+from bot.core.hooks import SCRAPE, STATUS_LINE
 from bot.core.registry import Registry
 from levers import hooks
 
@@ -42,3 +42,4 @@ def register(reg: Registry) -> None:
     reg.add(hooks.GRANT_ACTIVE, lever_side.grant_active)
     reg.add(hooks.GRANT_USED, lever_side.grant_used)
     reg.add(STATUS_LINE, grants.status_line)
+    reg.add(SCRAPE, jobs.count_pending)  # firebreak_approvals_pending

@@ -7,6 +7,7 @@ after restarts, and delivers it again when the request ended in an error.
 
 from __future__ import annotations
 
+from bot import metrics
 from bot.approvals.commands import ApprovalSettle, BreakglassEnd
 from bot.approvals.store import ballots
 from bot.core.dispatch import JobRetry, run_system
@@ -26,6 +27,14 @@ async def window_over(svc: Services, job: Job) -> None:
 
 async def grant_over(svc: Services, job: Job) -> None:
     await run_system(svc, BreakglassEnd(grant=job.key), job.payload["incident"])
+
+
+async def count_pending(svc: Services) -> None:
+    """At scrape: a ballot awaiting votes is one whose window timer is still pending (scheduled with
+    the ballot, cancelled when it is decided, fired when the window ends), so one ZLEXCOUNT of those
+    timers counts the open approvals, lever requests and break-glass grants alike."""
+    metrics.APPROVALS_PENDING.set(float("nan"))  # until read: a read that fails shows, not a stale count
+    metrics.APPROVALS_PENDING.set(await svc.scheduler.pending_count(EXPIRE_JOB))
 
 
 async def resume_approved(svc: Services) -> None:

@@ -7,6 +7,7 @@ scheduled for, and only once per due (a dedupe mark claimed atomically in Redis)
 
 from __future__ import annotations
 
+from bot import metrics
 from bot.chat import Card, ChatError
 from bot.clock import hhmm, iso
 from bot.comms import timers, views
@@ -85,6 +86,7 @@ async def remind(svc: Services, req: Request, cmd: Remind, inc: Incident) -> Out
     if isinstance(posted, Outcome):
         return posted
     await svc.scheduler.schedule(timers.ESCALATE, inc.id, timers.escalation_at(due, 1, cad, inc.sev), {"due": cmd.due})
+    metrics.reminder_posted("remind", svc.clock.now() - due, cmd.late, svc.scheduler.tolerance)
     return Outcome(
         message="reminder posted",
         audit={"due": iso(due), "to": who, "late": cmd.late, "lateness_s": round(now - due, 3), **_found(posted)},
@@ -114,6 +116,7 @@ async def escalate(svc: Services, req: Request, cmd: Escalate, inc: Incident) ->
         {"due": cmd.due, "round": cmd.round + 1},
     )
     fire_at = timers.escalation_at(due, cmd.round, cad, inc.sev)
+    metrics.reminder_posted("escalate", svc.clock.now() - fire_at, cmd.late, svc.scheduler.tolerance)
     return Outcome(
         message="escalated",
         audit={

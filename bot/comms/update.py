@@ -58,10 +58,12 @@ async def public_problem(svc: Services, inc: Incident, text: str) -> tuple[str, 
     )
 
 
-async def _publish(svc: Services, inc: Incident, text: str, now: float) -> str:
+async def _publish(svc: Services, inc: Incident, text: str, now: float, posted_here: bool) -> str:
     """Post the public summary; returns what the reply should say about it."""
     channel = svc.settings.firebreak_stakeholder_channel
     if not channel:
+        if not posted_here:
+            return "No stakeholder channel either: FIREBREAK_STAKEHOLDER_CHANNEL is not set."
         return "Posted in the incident channel only: FIREBREAK_STAKEHOLDER_CHANNEL is not set."
     scope = " · ".join(x for x in (", ".join(inc.products), public.region_of(inc)) if x and x != "<region>")
     head = f"*{inc.id}* ({quote(scope)})" if scope else f"*{inc.id}*"
@@ -87,11 +89,12 @@ async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Out
     warn = await announce(
         svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {quote(cmd.text)}"
     )
-    published = await _publish(svc, inc, cmd.text, now)
+    published = await _publish(svc, inc, cmd.text, now, posted_here=warn is None)
     warn2 = await refresh_card(svc, inc.id)
     due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""
     return Outcome(
-        message=joined(f"Update posted.{due}", published, warn, warn2),
+        # Recorded (the cadence clock restarts) even when the channel post failed: say which.
+        message=joined(f"Update {'recorded' if warn else 'posted'}.{due}", warn, published, warn2),
         audit={"next_update_due": change.before, "stakeholder_channel": svc.settings.firebreak_stakeholder_channel},
     )
 

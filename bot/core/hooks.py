@@ -11,3 +11,8 @@ from bot.core.services import Services
 # A line for `/incident status` (open levers, pending approvals, grants), or None.
 StatusLine = Callable[[Services, IncidentView], Awaitable["str | None"]]
 STATUS_LINE: Hook[StatusLine] = Hook("status_line")
+
+# Before /metrics is rendered (bot/server.py): refresh a gauge read from the store at scrape time,
+# so every replica reports the cluster-wide value. Keep it to a few cheap reads.
+Scrape = Callable[[Services], Awaitable[None]]
+SCRAPE: Hook[Scrape] = Hook("scrape")

@@ -210,6 +210,13 @@ class IncidentRepo:
         ids = [str(s) for s in await self.r.smembers(Keys.INCIDENTS_OPEN)]
         return sorted(ids, key=lambda s: int(s.split("-")[1]))
 
+    async def which_open(self, ids: list[str]) -> set[str]:
+        """Those of ``ids`` that are open (one SMISMEMBER)."""
+        if not ids:
+            return set()
+        flags = await self.r.smismember(Keys.INCIDENTS_OPEN, list(ids))
+        return {i for i, is_open in zip(ids, flags, strict=True) if is_open}
+
     async def open_with_cell(self, cell: str) -> list[Incident]:
         """The open incidents whose scope names ``cell``, oldest first."""
         found = []

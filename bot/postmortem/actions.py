@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from bot import logs
+from bot import logs, metrics
 from bot.chat import ChatError, quote
 from bot.clock import iso
 from bot.comms.system import Once
@@ -207,6 +207,7 @@ async def remind(svc: Services, req: Request, cmd: ActionRemind, inc: Incident) 
     await st.reminded(inc.id, item.id, now)
     at = await schedule_round(svc, item, nxt)
     fire_at = rules.reminder_at(due, cmd.round, item.created_at)
+    metrics.reminder_posted("action_item", now - fire_at, cmd.late, svc.scheduler.tolerance)
     return Outcome(
         message="reminder posted",
         audit={

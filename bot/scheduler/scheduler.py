@@ -3,7 +3,12 @@
 Every replica runs the same loop against one Redis; a due job is claimed by
 exactly one of them (Lua). Jobs live only in Redis, so a restart loses
 nothing: whatever fell due while every replica was down is delivered at
-start, marked ``late``.
+start, marked ``late``. A replica shutting down (``stop``) claims nothing more
+and hands back at once the jobs it claimed but had not started, so another
+replica runs them at its next tick rather than after the lease; the running
+ones finish within its grace. One it has to cut short is left to its lease,
+exactly like a claimer that died: the handlers' own guards (a reminder's
+posted-mark, a lever's in-flight timer) are timed to that redelivery.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from bot import logs
+from bot import logs, metrics
 from bot.audit import AuditLog
 from bot.clock import Clock
 from bot.ids import INCIDENT_ID, SYSTEM_ACTOR
@@ -87,12 +92,24 @@ class Scheduler:
         self.max_attempts = max_attempts
         self.hook_retry_s, self.hook_retry_max_s = hook_retry_s, hook_retry_max_s  # start hook backoff
         self._sem = asyncio.Semaphore(concurrency)
-        self._keys = [Keys.sched("due"), Keys.sched("jobs")]
-        self._claim_keys = [*self._keys, Keys.sched("lease"), Keys.sched("inflight"), Keys.sched("dead")]
+        due, jobs, leased, inflight = (
+            Keys.sched("due"),
+            Keys.sched("jobs"),
+            Keys.sched("lease"),
+            Keys.sched("inflight"),
+        )
+        self._members = Keys.sched("members")  # lua.py: the pending members, for counts by kind
+        self._keys = [due, jobs, self._members]
+        self._claim_keys = [due, jobs, leased, inflight, Keys.sched("dead"), self._members]
+        self._release_keys = [due, jobs, leased, inflight, self._members]
         self._schedule = script(redis, lua.SCHEDULE)
         self._cancel = script(redis, lua.CANCEL)
         self._claim = script(redis, lua.CLAIM)
         self._ack = script(redis, lua.ACK, deadline=False)  # the job ran
+        self._release = script(redis, lua.RELEASE)
+        self._stopping = asyncio.Event()
+        self._waiting: dict[str, Job] = {}  # claimed by this process, not started yet (token -> job)
+        self._loop_task: asyncio.Task[None] | None = None
 
     def bind(self, handlers: Mapping[str, RunJob], startup: Sequence[StartHook]) -> None:
         """The app's job handlers and start hooks (bot/runtime.py binds them to its services)."""
@@ -118,6 +135,12 @@ class Scheduler:
         score = await self.r.zscore(Keys.sched("due"), _member(kind, key))
         return float(score) if score is not None else None
 
+    async def pending_count(self, kind: str) -> int:
+        """How many jobs of ``kind`` are pending (scheduled, not claimed): one ZLEXCOUNT."""
+        _member(kind, "")
+        # Members are "kind|key"; "}" is the byte after "|", so this range is exactly one kind's.
+        return int(await self.r.zlexcount(self._members, f"[{kind}|", f"({kind}}}"))
+
     async def claim(self) -> Claimed:
         now = self.clock.now()
         claimed, dead = await self._claim(
@@ -128,19 +151,38 @@ class Scheduler:
     async def ack(self, job: Job) -> None:
         await self._ack(keys=[Keys.sched("lease"), Keys.sched("inflight")], args=[job.token])
 
+    async def release(self, job: Job) -> int:
+        """Hand a claimed job whose handler never started back as pending at its due (lua.RELEASE)."""
+        return int(await self._release(keys=self._release_keys, args=[job.token, str(job.attempt)]))
+
     async def _run_one(self, job: Job) -> None:
         handler = self.handlers.get(job.kind)
+        if self._stopping.is_set():  # claimed by a claim that was under way when stop() was called
+            await self._hand_back(job)
+            return
+        self._waiting[job.token] = job
         async with self._sem:
+            if self._waiting.pop(job.token, None) is None:
+                return  # handed back by stop() while it waited for a slot: another replica runs it
             with structlog.contextvars.bound_contextvars(job=job.kind, job_key=job.key, incident=incident_of(job)):
                 if handler is None:
                     log.warning("job_kind_unknown")
                 else:
+                    metrics.SCHEDULER_LAG.labels(job.kind).observe(max(0.0, self.clock.now() - job.due))
                     try:
                         await handler(job)
                     except Exception:
                         log.exception("job_failed", attempt=job.attempt)
                         return
                 await self.ack(job)
+
+    async def _hand_back(self, job: Job) -> None:
+        try:
+            code = await self.release(job)
+        except Exception:
+            log.exception("job_release_failed", job=job.kind, job_key=job.key)  # its lease runs out instead
+            return
+        log.info("job_released", job=job.kind, job_key=job.key, incident=incident_of(job), code=code)
 
     async def _dead(self, job: Job) -> None:
         """A job given up on is said out loud: an error log and an audit entry."""
@@ -161,7 +203,7 @@ class Scheduler:
     async def tick(self) -> int:
         """Claim and run everything due at the clock's now. Returns how many jobs ran."""
         total = 0
-        while True:
+        while not self._stopping.is_set():
             jobs, dead = await self.claim()
             for job in dead:
                 await self._dead(job)
@@ -171,13 +213,16 @@ class Scheduler:
             total += len(jobs)
             if len(jobs) < self.batch:
                 return total
+        return total
 
     async def next_due(self) -> float | None:
         head = await self.r.zrange(Keys.sched("due"), 0, 0, withscores=True)
         return float(head[0][1]) if head else None
 
     async def run(self) -> None:
-        """The loop each replica runs: tick, then sleep until the next due (at most ``poll``)."""
+        """The loop each replica runs: tick, then sleep until the next due (at most ``poll``).
+        Returns once ``stop`` was called and the current tick's jobs are done."""
+        self._loop_task = asyncio.current_task()
         # Start hooks run beside the loop so a long repair never delays a due job.
         hooks = asyncio.create_task(self._start_hooks())
         log.info("scheduler_running", poll=self.poll)
@@ -185,6 +230,23 @@ class Scheduler:
             await self._loop(self.poll)
         finally:
             hooks.cancel()
+
+    async def stop(self, grace: float) -> None:
+        """Shut down (SIGTERM): claim nothing more, hand back at once the jobs claimed but not
+        started, let running handlers finish for up to ``grace`` seconds, then cancel the rest
+        (left to their lease) and return when the loop has ended."""
+        self._stopping.set()
+        waiting, self._waiting = list(self._waiting.values()), {}
+        for job in waiting:
+            await self._hand_back(job)
+        task = self._loop_task
+        if task is None or task.done():
+            return
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if not done:
+            log.warning("scheduler_stop_cancelling", grace=grace)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _start_hooks(self) -> None:
         # Side by side: the hooks are independent repairs, and one still retrying holds up no other.
@@ -203,7 +265,7 @@ class Scheduler:
             delay = min(delay * 2, self.hook_retry_max_s)
 
     async def _loop(self, poll: float) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self.tick()
                 nxt = await self.next_due()
@@ -213,4 +275,8 @@ class Scheduler:
                 log.exception("scheduler_tick_failed")
                 nxt = None
             wait = poll if nxt is None else min(poll, max(0.0, nxt - self.clock.now()))
-            await asyncio.sleep(wait)
+            try:
+                async with asyncio.timeout(wait):
+                    await self._stopping.wait()  # sleeps `wait`, or less when stop() is called
+            except TimeoutError:
+                pass

@@ -72,7 +72,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             response_url=body.get("response_url"),
             trigger_id=body.get("trigger_id"),
         )
-        lane.submit(lambda: run(req))
+        lane.submit(lambda: run(req), request_id=req.id, incident=req.incident_id)
 
     @app.action(_ACTIONS)
     async def on_button(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -115,7 +115,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             trigger_id=body.get("trigger_id"),
             message_ts=(body.get("container") or {}).get("message_ts"),
         )
-        lane.submit(lambda: run(req))
+        lane.submit(lambda: run(req), request_id=req.id, incident=req.incident_id)
 
     submissions.install(app, svc, lane)
     events.install(app, svc, lane)

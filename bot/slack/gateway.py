@@ -1,26 +1,35 @@
 """The Chat port over Slack's Web API: what the domain asks, as Slack calls.
 
 Retries on 429 (Retry-After), connection errors and 5xx are slack_sdk's retry
-handlers; Slack's own error codes surface as ChatError with the code.
+handlers; Slack's own error codes surface as ChatError with the code. Every
+error answer is counted in firebreak_slack_api_errors_total{method,code}: each
+attempt's HTTP error or timeout (``_Counted``, first in the retry chain, so it
+sees the retried ones too), and each Slack error (a 200 with ok=false) that is
+not one the caller expects (already_in_channel when inviting, ...).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot import logs
+from bot import logs, metrics
 from bot.chat import Card, ChatError, Form
 from bot.slack import render
 
@@ -30,6 +39,45 @@ POST_EVENT = "firebreak_post"  # the metadata event_type of posts that carry a d
 HISTORY_PAGES = 5  # how far `posted` looks back (200 messages a page) before giving up
 UPLOAD_STEP = "files.upload_url"  # ChatError.method when the bytes were refused by the upload URL
 _UPLOAD_STATUS = re.compile(r"status: (\d+)")
+# Slack errors a caller takes as an answer, not a failure (not counted as errors).
+_NAME_TAKEN = frozenset({"name_taken"})
+_ALREADY_IN = frozenset({"already_in_channel", "cant_invite_self"})
+_ALREADY_ARCHIVED = frozenset({"already_archived"})
+_ALREADY_PINNED = frozenset({"already_pinned"})
+
+
+def _failure_code(error: BaseException) -> str:
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return "timeout"
+    if isinstance(error, (aiohttp.ClientError, OSError)):
+        return "unreachable"
+    return "error"
+
+
+class _Counted(AsyncRetryHandler):
+    """First in the retry chain: slack_sdk asks every handler in turn after each attempt, so this one
+    sees every attempt's answer. It counts the HTTP errors and never retries (the next ones decide)."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(max_retry_count=0)
+        self.base_url = base_url
+
+    def method(self, url: str) -> str:
+        return url[len(self.base_url) :].split("?", 1)[0] if url.startswith(self.base_url) else UPLOAD_STEP
+
+    async def can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if error is not None:
+            metrics.SLACK_API_ERRORS.labels(self.method(request.url), _failure_code(error)).inc()
+        elif response is not None and response.status_code != 200:
+            metrics.SLACK_API_ERRORS.labels(self.method(request.url), str(response.status_code)).inc()
+        return False
 
 
 def make_client(token: str, base_url: str) -> AsyncWebClient:
@@ -37,11 +85,23 @@ def make_client(token: str, base_url: str) -> AsyncWebClient:
         token=token,
         base_url=base_url,
         retry_handlers=[
+            _Counted(base_url),
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncServerErrorRetryHandler(max_retry_count=2),
         ],
     )
+
+
+def _refused(method: str, exc: SlackApiError, expected: frozenset[str] = frozenset()) -> ChatError:
+    """Slack's refusal as a ChatError; counted here when it came on a 200 (HTTP errors: _Counted).
+    ``expected``: errors the caller takes as an answer, not counted."""
+    # A 5xx from Slack's edge has an HTML or empty body: slack_sdk keeps it as a str.
+    data, status = exc.response.data, exc.response.status_code
+    error = str(data.get("error", "unknown_error")) if isinstance(data, dict) else f"http_{status}"
+    if status == 200 and error not in expected:
+        metrics.SLACK_API_ERRORS.labels(method, error).inc()
+    return ChatError(method, error)
 
 
 class SlackGateway:
@@ -65,16 +125,22 @@ class SlackGateway:
     async def respond(self, reply_to: str, text: str) -> None:
         """An ephemeral reply to the person who acted, through the request's response_url."""
         hook = AsyncWebhookClient(reply_to, session=self.session(), timeout=self.client.timeout)
-        resp = await hook.send_dict({"text": text, "response_type": "ephemeral", "replace_original": False})
+        try:
+            resp = await hook.send_dict({"text": text, "response_type": "ephemeral", "replace_original": False})
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            metrics.SLACK_API_ERRORS.labels("response_url", _failure_code(exc)).inc()
+            raise
         if resp.status_code != 200:
+            metrics.SLACK_API_ERRORS.labels("response_url", str(resp.status_code)).inc()
             raise ChatError("response_url", f"http_{resp.status_code}")
 
-    async def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+    async def _call(self, method: str, expected: frozenset[str] = frozenset(), **kwargs: Any) -> dict[str, Any]:
+        """One Web API call. ``expected``: Slack errors the caller handles as an answer (not counted)."""
         self.session()
         try:
             resp = await self.client.api_call(method, **kwargs)
         except SlackApiError as exc:
-            raise ChatError(method, str(exc.response.get("error", "unknown_error"))) from None
+            raise _refused(method, exc, expected) from None
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
     async def create_channel(self, base_name: str) -> tuple[str, str]:
@@ -83,7 +149,7 @@ class SlackGateway:
             suffix = "" if attempt == 1 else f"-{attempt}"
             name = base_name[: 80 - len(suffix)] + suffix
             try:
-                data = await self._call("conversations.create", params={"name": name})
+                data = await self._call("conversations.create", _NAME_TAKEN, params={"name": name})
             except ChatError as f:
                 if f.error == "name_taken":
                     continue
@@ -94,7 +160,7 @@ class SlackGateway:
 
     async def invite(self, channel: str, users: Sequence[str]) -> None:
         try:
-            await self._call("conversations.invite", params={"channel": channel, "users": ",".join(users)})
+            await self._call("conversations.invite", _ALREADY_IN, params={"channel": channel, "users": ",".join(users)})
         except ChatError as f:
             if f.error not in ("already_in_channel", "cant_invite_self"):
                 raise
@@ -140,7 +206,7 @@ class SlackGateway:
 
     async def archive(self, channel: str) -> None:
         try:
-            await self._call("conversations.archive", params={"channel": channel})
+            await self._call("conversations.archive", _ALREADY_ARCHIVED, params={"channel": channel})
         except ChatError as f:
             if f.error != "already_archived":
                 raise
@@ -154,7 +220,7 @@ class SlackGateway:
 
     async def pin(self, channel: str, ts: str) -> None:
         try:
-            await self._call("pins.add", params={"channel": channel, "timestamp": ts})
+            await self._call("pins.add", _ALREADY_PINNED, params={"channel": channel, "timestamp": ts})
         except ChatError as f:
             if f.error != "already_pinned":
                 raise
@@ -186,7 +252,7 @@ class SlackGateway:
         except SlackApiError as exc:
             api_url = str(getattr(exc.response, "api_url", "") or "")
             method = api_url.rstrip("/").rsplit("/", 1)[-1] or "files.completeUploadExternal"
-            raise ChatError(method, str(exc.response.get("error", "unknown_error"))) from None
+            raise _refused(method, exc) from None
         except SlackRequestError as exc:
             status = _UPLOAD_STATUS.search(str(exc))
             raise ChatError(UPLOAD_STEP, f"http_{status.group(1)}" if status else "upload_failed") from None

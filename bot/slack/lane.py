@@ -5,48 +5,70 @@ people typing at once) puts every request's Redis and Slack work in front
 of the next request's ack on the one event loop. A few workers keep the
 ack path short under load, and keep bursts of Slack calls under its rate
 limits. The queue lives in memory like Bolt's tasks did: the request was
-acknowledged, and a crash before it ran loses it either way.
+acknowledged, and a crash before it ran loses it either way; at shutdown
+(bot/serve.py) ``close`` lets everything queued run, within the grace.
+
+A job runs with the log context of the code that submitted it (the request
+id and incident, bound by the listener), so its lines and the lane's own
+``after_ack_failed`` carry them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
 
 from bot import logs
 
 log = logs.get(__name__)
 
 WORKERS = 8
-DRAIN_S = 10.0  # at shutdown, how long queued work may still run
+DRAIN_S = 10.0  # at app cleanup, how long queued work may still run (serve's shutdown drains first)
+
+_Job = tuple[Callable[[], Awaitable[None]], dict[str, Any]]
 
 
 class Lane:
     def __init__(self, workers: int = WORKERS) -> None:
         self._n = workers
-        self._queue: asyncio.Queue[Callable[[], Awaitable[None]]] | None = None
+        self._queue: asyncio.Queue[_Job] | None = None
         self._workers: list[asyncio.Task[None]] = []
+        self._pending = 0
 
-    def submit(self, job: Callable[[], Awaitable[None]]) -> None:
+    def submit(self, job: Callable[[], Awaitable[None]], **context: Any) -> None:
+        """Queue ``job``; it runs with the submitter's log context plus ``context``."""
         if self._queue is None:  # started on first use: the queue belongs to the running loop
             self._queue = asyncio.Queue()
             self._workers = [asyncio.create_task(self._work()) for _ in range(self._n)]
-        self._queue.put_nowait(job)
+        self._queue.put_nowait((job, {**structlog.contextvars.get_contextvars(), **context}))
+        self._pending += 1
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not finished (queued or running)."""
+        return self._pending
 
     async def _work(self) -> None:
         assert self._queue is not None
         while True:
-            job = await self._queue.get()
+            job, context = await self._queue.get()
             try:
-                await job()
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise  # this worker is being stopped (close)
-                log.warning("after_ack_cancelled")  # one request's work was cancelled; the worker goes on
-            except Exception:
-                log.exception("after_ack_failed")
+                with structlog.contextvars.bound_contextvars(**context):
+                    try:
+                        await job()
+                    except asyncio.CancelledError:
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            log.warning("after_ack_cut_short")  # the grace ran out at shutdown
+                            raise  # this worker is being stopped (close)
+                        log.warning("after_ack_cancelled")  # one request's work was cancelled; the worker goes on
+                    except Exception:
+                        log.exception("after_ack_failed")
             finally:
+                self._pending -= 1
                 self._queue.task_done()
 
     async def drain(self) -> None:
@@ -54,13 +76,14 @@ class Lane:
         if self._queue is not None:
             await self._queue.join()
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = DRAIN_S) -> None:
+        """Let everything submitted run for up to ``timeout`` seconds, then stop the workers."""
         if self._queue is not None:
             try:
-                await asyncio.wait_for(self._queue.join(), DRAIN_S)
+                await asyncio.wait_for(self._queue.join(), timeout)
             except TimeoutError:
-                log.warning("after_ack_dropped", pending=self._queue.qsize())
+                log.warning("after_ack_dropped", pending=self.pending)
         for t in self._workers:
             t.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
-        self._queue, self._workers = None, []
+        self._queue, self._workers, self._pending = None, [], 0

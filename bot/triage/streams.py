@@ -339,18 +339,17 @@ async def lever_changes(svc: Services, incident: str, since: float) -> dict[str,
     """Firebreak's lever requests that acted (or were asked to) since ``since``, by the cells they
     touched ("fleet" for a fleet-context request no cell is named in), in this incident and every
     other open one."""
-    ids = list(dict.fromkeys([incident, *await repo(svc).open_ids()]))
-    store = lever_store(svc)
+    moved = [r for r in await lever_store(svc).moved_since(since) if not r.dry_run and r.state not in NOT_CHANGES]
+    counted = await repo(svc).which_open(sorted({r.incident for r in moved})) | {incident}
     found: dict[str, list[LeverRequest]] = {}
-    for inc_id in ids:
-        for r in await store.for_incident(inc_id):
-            if r.dry_run or r.state in NOT_CHANGES or _last_move(r) < since:
-                continue
-            cells = _cells_of(svc, r)
-            if len(cells) > 1:
-                cells.discard("fleet")
-            for cell in cells:
-                found.setdefault(cell, []).append(r)
+    for r in moved:
+        if r.incident not in counted or _last_move(r) < since:
+            continue
+        cells = _cells_of(svc, r)
+        if len(cells) > 1:
+            cells.discard("fleet")
+        for cell in cells:
+            found.setdefault(cell, []).append(r)
     for reqs in found.values():
         reqs.sort(key=_last_move, reverse=True)
     return found

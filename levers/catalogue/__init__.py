@@ -33,3 +33,6 @@ LEVERS: Mapping[str, Lever] = {lever.name: lever for lever in _ALL}
 # must not import the Kubernetes client; this is where the two lists are held to each other.
 if len(LEVERS) != len(_ALL) or set(LEVERS) != set(CATALOGUE):
     raise RuntimeError(f"lever catalogue {sorted(LEVERS)} and bot.policy.levers.CATALOGUE disagree")
+# Each lever says which API access it uses (Lever.needs): deploy/rbac grants exactly their union.
+if undeclared := sorted(lever.name for lever in _ALL if not getattr(lever, "needs", ())):
+    raise RuntimeError(f"levers {undeclared} declare no `needs` (the RBAC they use in a cell)")

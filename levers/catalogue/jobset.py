@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from levers.base import Ctx, Kind, Lever, LeverRefusal, Target, Verified
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified
 from levers.catalogue.simple import merge_plan
 from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, merge_body, read, with_provenance
 
@@ -37,6 +37,11 @@ def _evicted(wl: dict[str, Any]) -> str:
 class JobSetSuspend(Lever):
     name = "jobset-suspend"
     kind = Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True)
+    needs = (
+        Access.on(kind, "get", "patch"),  # read (and verify's wait for Kueue), spec.suspend when not queued
+        # A Kueue-queued one: find its Workload by owner uid (list), deactivate it, read back, undo.
+        Access.on(WORKLOAD, "get", "list", "patch"),
+    )
     summary = "JobSet spec.suspend=true (a Kueue-queued one through its Workload, spec.active=false)"
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from levers.base import Ctx, Kind, Lever, LeverRefusal
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import Plan, ptr
@@ -19,6 +19,14 @@ PAUSED = "autoscaling.keda.sh/paused-replicas"
 # KEDA's defaults for an empty scaleTargetRef.apiVersion / kind.
 DEFAULT_API_VERSION = "apps/v1"
 DEFAULT_KIND = "Deployment"
+# The scale targets whose /scale Firebreak may read (deploy/rbac): KEDA's default, StatefulSets and Argo
+# Rollouts. A ScaledObject scaling another kind gets the API server's 403 naming `<plural>/scale`:
+# grant it in deploy/rbac and add it here.
+SCALE_TARGETS = (
+    Access("apps", "deployments/scale", ("get",)),
+    Access("apps", "statefulsets/scale", ("get",)),
+    Access("argoproj.io", "rollouts/scale", ("get",)),
+)
 
 
 async def scale_path(ctx: Ctx, namespace: str, ref: dict[str, Any]) -> str:
@@ -38,6 +46,7 @@ async def scale_path(ctx: Ctx, namespace: str, ref: dict[str, Any]) -> str:
 class KedaPause(Lever):
     name = "keda-pause"
     kind = Kind("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects", namespaced=True)
+    needs = (Access.on(kind, "get", "patch"), *SCALE_TARGETS)  # the target's plural comes from discovery
     summary = "freeze a ScaledObject at its target's current replicas (stop scale-in)"
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:

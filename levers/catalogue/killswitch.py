@@ -19,10 +19,13 @@ from pydantic import BaseModel, field_validator
 
 from bot.chat import quote
 from bot.policy.levers import LeversPolicy
-from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, container_pre, is_absent, ptr, read
 
+# The flags ConfigMap's name in the default policy (killswitch.configmap): RBAC grants that name only.
+# A policy naming another ConfigMap needs the same change in deploy/rbac (and here).
+FLAGS_CONFIGMAP = "toolgw-flags"
 DEFAULT_TENANT = "default"  # the key the tool gateway applies to a tenant without its own
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$")
 
@@ -42,6 +45,7 @@ class KillswitchParams(NoParams):
 class Killswitch(Lever):
     name = "killswitch"
     kind = Kind("ConfigMap", "", "v1", "configmaps", namespaced=True)
+    needs = (Access.on(kind, "get", "patch", names=(FLAGS_CONFIGMAP,)),)  # that one ConfigMap, no other
     summary = "narrow a tenant's max side effect (toolgw-flags), e.g. level=read"
     Params = KillswitchParams
     usage = "tenant=<tenant> [level=read]"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from levers.base import Ctx, Kind, Lever
+from levers.base import Access, Ctx, Kind, Lever
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan
 
@@ -18,6 +18,7 @@ CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues
 
 class _StopPolicy(Lever):
     kind = CLUSTER_QUEUE
+    needs = (Access.on(CLUSTER_QUEUE, "get", "patch"),)  # read, merge patch (and the fence, undo's JSON patch)
     stop: ClassVar[str]
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import field_validator
 
 from levers import budgets
-from levers.base import Ctx, Kind, Lever, NoParams
+from levers.base import Access, Ctx, Kind, Lever, NoParams
 from levers.catalogue.simple import merge_plan
 from levers.plan import ABSENT, ANNOTATIONS, LABELS, Plan, container_pre, is_absent, ptr, read, restore_ops
 
@@ -77,6 +77,8 @@ def _had(pre: dict[str, Any], ours: dict[str, Any]) -> bool:
 class NodeQuarantine(Lever):
     name = "node-quarantine"
     kind = Kind("Node", "", "v1", "nodes", namespaced=False)
+    # get and patch the node (taint, labels, undo); list the GPU nodes for the quarantine floor (check).
+    needs = (Access.on(kind, "get", "list", "patch"),)
     summary = "taint a node <key>=<reason>:NoSchedule + reason/ticket labels, within the cell's budget"
     Params = QuarantineParams
     usage = "reason=<xid79> [ticket=<INC-7>]"

@@ -24,7 +24,7 @@ import asyncio
 import shlex
 from typing import Any
 
-from levers.base import Ctx, Kind, Lever, Verified
+from levers.base import Access, Ctx, Kind, Lever, Verified
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
 
 ABORT = {"status": {"abort": True}}
@@ -50,6 +50,11 @@ def _owned_by(rs: dict[str, Any], rollout: str) -> bool:
 class RolloutAbort(Lever):
     name = "rollout-abort"
     kind = Kind("Rollout", "argoproj.io", "v1alpha1", "rollouts", namespaced=True)
+    needs = (
+        Access.on(kind, "get", "patch"),  # read, provenance annotations (and their restore, the fence)
+        Access.on(kind, "patch", sub="status"),  # status.abort, as `kubectl argo rollouts abort`
+        Access("apps", "replicasets", ("list",)),  # verify: the stable ReplicaSet, by its pod-template hash
+    )
     summary = "abort an Argo Rollout (stable back to 100%)"
     reversible = False
     not_reversible_why = (

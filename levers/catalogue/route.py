@@ -16,7 +16,7 @@ from pydantic import Field
 from bot.chat import quote
 from bot.clock import hhmm
 from levers import headroom
-from levers.base import Ctx, Kind, Lever, LeverRefusal, NoParams
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.plan import (
     ANNOTATIONS,
     JSON_PATCH,
@@ -64,6 +64,7 @@ def _find(obj: dict[str, Any], backend: str, rule: int | None) -> tuple[int, int
 class RouteWeight(Lever):
     name = "route-weight"
     kind = Kind("HTTPRoute", "gateway.networking.k8s.io", "v1", "httproutes", namespaced=True)
+    needs = (Access.on(kind, "get", "patch"),)  # the headroom check asks Prometheus, not the API server
     summary = "step one backend's weight (100→50→0 % of baseline) after a headroom check"
     Params = RouteParams
     usage = "backend=<cell-us-east-3> [weight=<next step>] [rule=<n>]"

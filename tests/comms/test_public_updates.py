@@ -56,6 +56,18 @@ async def test_without_a_stakeholder_channel_the_reply_says_so(app):
     assert "incident channel only" in out and "FIREBREAK_STAKEHOLDER_CHANNEL" in out
 
 
+async def test_an_update_the_channel_refused_is_recorded_and_says_it_was_not_posted(app, clock):
+    inc = await app.declare("latency", sev=2)
+    app.slack.fail_next("chat.postMessage", "is_archived")
+    clock.set(T0 + 60)
+    out = await app.run("update Chat API: elevated latency", channel=inc.channel_id)
+    assert out == (
+        "Update recorded. Next update due 03:41 UTC. (could not post in the incident channel: is_archived) "
+        "No stakeholder channel either: FIREBREAK_STAKEHOLDER_CHANNEL is not set."
+    ), out
+    assert (await app.incident(inc.id)).last_update_text == "Chat API: elevated latency"
+
+
 async def test_update_needs_comms_or_ic(app):
     inc = await app.declare(TITLE, sev=2, cells=())
     out = await app.run("update Chat API, us-east: investigating", user="UNOBODY", channel=inc.channel_id)

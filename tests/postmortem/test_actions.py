@@ -19,6 +19,7 @@ from tests.comms.helpers import LEASE, kill_at_post, killed_tick
 from tests.conftest import T0, audit_entries
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
+from tests.telemetry.helpers import Delta, scrape
 
 # T0 is 2026-11-30 03:10:00 UTC; the item is due three days later, reminded at 09:00 UTC that day.
 DUE = "2026-12-03"
@@ -180,6 +181,7 @@ async def test_a_due_date_in_the_past_or_a_year_out_is_refused(app, due, says):
 async def test_reminded_on_the_due_date_once_then_daily_until_done(app, clock):
     inc = await app.declare("GPU hang", sev=2)
     ch = inc.channel_id
+    before = await scrape(app)
     await app.run(ADD, channel=ch)
     clock.set(BASE - 1)
     await app.tick()
@@ -220,6 +222,10 @@ async def test_reminded_on_the_due_date_once_then_daily_until_done(app, clock):
     ok = [e["detail"] for e in await entries(app, inc.id, "command.action_remind") if e["detail"]["result"] == "ok"]
     assert [(d["round"], d["lateness_s"], d["late"]) for d in ok] == [(1, 0, False), (2, 0, False), (3, 600, True)]
     assert all(e["actor"] == "system" for e in await entries(app, inc.id, "command.action_remind"))
+    d = Delta(before, await scrape(app))  # /metrics: the third round was 600 s late
+    assert d("firebreak_reminder_lateness_seconds_count", kind="action_item") == 3
+    assert d("firebreak_reminder_lateness_seconds_sum", kind="action_item") == 600
+    assert d("firebreak_reminders_late_total", kind="action_item") == 1
 
 
 async def test_an_item_due_today_added_after_nine_is_reminded_at_once(app, clock):

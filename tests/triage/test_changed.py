@@ -172,6 +172,26 @@ async def test_what_changed_names_each_stream_and_the_capacity_shift(app, cells)
     ]
 
 
+async def test_levers_count_by_their_latest_move_in_every_open_incident_and_no_resolved_one(app, cells, clock):
+    """Read from the levers' index by latest move: a request pulled before the window but undone in
+    it counts (its undo moved it), another open incident's counts, a resolved incident's does not."""
+    cells.degraded.put(samples.cluster_queue(name="batch-a100"))
+    other = await app.declare(cells=(DEGRADED,), roles={"ops": OPS})
+    pulled = await say(app, "lever kueue-hold research-h100 --cell us-east-3", OPS, other.channel_id)
+    assert "REQ-1" in pulled, pulled
+    gone = await app.declare(cells=(DEGRADED,), roles={"ops": OPS})
+    assert "REQ-2" in await say(app, "lever kueue-hold batch-a100 --cell us-east-3", OPS, gone.channel_id)
+    clock.advance(7 * 3600)  # both pulls are older than the 6h window now
+    assert "REQ-1" in await say(app, "undo REQ-1", OPS, other.channel_id)
+    out = await say(app, "resolved", "U_IC", gone.channel_id)
+    assert "resolved" in out.lower(), out
+
+    inc, _ = await changed(app, cells=(DEGRADED,))
+    text = "\n".join(sections(posted(app, inc.channel_id, "What changed")))
+    assert f"• *Firebreak levers*: REQ-1 kueue-hold research-h100 ({other.id}): undone 10:10 UTC" in text, text
+    assert "REQ-2" not in text
+
+
 async def test_a_shorter_window_drops_what_is_older(app, cells):
     inc, out = await changed(app, "changed --hours 0.5", cells=(DEGRADED,))
     assert out == f"What changed in the last 0.5h for {inc.id} posted in the channel.", out

@@ -67,6 +67,8 @@ class FakeSlack:
         self.users: dict[str, dict[str, Any]] = {}
         self._rate_limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._failures: dict[str, list[tuple[str, int]]] = {}
+        self._http_errors: dict[str, list[int]] = {}  # method -> HTTP statuses its next calls answer
+        self._delays: dict[str, list[float]] = {}  # method -> seconds its next calls wait before answering
         self._upload_failures: list[int] = []  # statuses the upload URL answers next
         self._upload_truncations: list[int] = []  # bytes the upload URL keeps of the next uploads
         self._runner: web.AppRunner | None = None
@@ -138,6 +140,16 @@ class FakeSlack:
 
     def fail_next(self, method: str, error: str, times: int = 1) -> None:
         self._failures.setdefault(method, []).append((error, times))
+
+    def http_error_next(self, method: str, status: int = 500, times: int = 1) -> None:
+        """The next ``times`` calls to ``method`` answer HTTP ``status`` (a 5xx outage: no Slack
+        error body, nothing done), after the rate limits and before the Slack errors."""
+        self._http_errors.setdefault(method, []).extend([status] * times)
+
+    def delay_next(self, method: str, seconds: float, times: int = 1) -> None:
+        """The next ``times`` calls to ``method`` are answered ``seconds`` late (each on its own:
+        calls that arrive together wait together), then handled as usual."""
+        self._delays.setdefault(method, []).extend([seconds] * times)
 
     def fail_upload_next(self, status: int = 500, times: int = 1) -> None:
         """The next ``times`` POSTs to an upload URL answer ``status`` and keep no bytes."""
@@ -238,12 +250,18 @@ class FakeSlack:
             )
         )
 
+        delays = self._delays.get(method)
+        if delays:
+            await asyncio.sleep(delays.pop(0))
         limit = self._rate_limits.get(method)
         if limit and limit[0] > 0:
             limit[0] -= 1
             return web.json_response(
                 {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(limit[1])}
             )
+        statuses = self._http_errors.get(method)
+        if statuses:
+            return web.Response(status=statuses.pop(0), text="upstream error")
         failures = self._failures.get(method)
         if failures:
             error, times = failures[0]

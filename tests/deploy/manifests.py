@@ -1,0 +1,116 @@
+"""Rendering deploy/ the way `kubectl apply -k` does (kubectl's built-in kustomize) and reading what
+came out: the objects, the RBAC they grant, and the RBAC Firebreak's code says it needs."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.triage.access import READS
+from levers.base import Access, Lever
+from levers.catalogue import LEVERS
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+OVERLAYS = ("overlays/example", "overlays/fleet")
+# Every kustomization a person applies: the overlays in the home cluster, deploy/cell in each cell.
+APPLIED = (*OVERLAYS, "cell")
+# The Kubernetes version the objects are validated against (kubernetes-validate's schemas): the oldest
+# minor Firebreak's manifests promise to work on (PodDisruptionBudget policy/v1, NetworkPolicy v1,
+# seccompProfile and the restricted Pod Security level are older still).
+KUBERNETES_VERSION = "1.30"
+
+Obj = dict[str, Any]
+# One RBAC permission: (apiGroup, resource[/subresource], verb, resourceName or None for every name).
+Grant = tuple[str, str, str, str | None]
+
+
+def kubectl() -> str:
+    found = shutil.which("kubectl")
+    if found is None:
+        raise RuntimeError("kubectl is required to render deploy/ (its built-in kustomize); see .ci/run")
+    return found
+
+
+@functools.cache
+def _render(path: str) -> tuple[Obj, ...]:
+    done = subprocess.run(
+        [kubectl(), "kustomize", str(DEPLOY / path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, f"kubectl kustomize deploy/{path} failed:\n{done.stderr}"
+    return tuple(d for d in yaml.safe_load_all(done.stdout) if d)
+
+
+def render(path: str) -> list[Obj]:
+    """The objects `kubectl apply -k deploy/<path>` would send (copies: change them freely)."""
+    return copy.deepcopy(list(_render(path)))
+
+
+def of_kind(objs: Iterable[Obj], kind: str) -> list[Obj]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def one(objs: Iterable[Obj], kind: str, name: str) -> Obj:
+    found = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{len(found)} {kind} named {name}"
+    return found[0]
+
+
+def pod_specs(objs: Iterable[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    """(workload, its pod spec) for everything that runs pods."""
+    for o in objs:
+        if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            yield o, o["spec"]["template"]["spec"]
+        elif o["kind"] == "CronJob":
+            yield o, o["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        elif o["kind"] == "Pod":
+            yield o, o["spec"]
+
+
+# ----------------------------------------------------------------------------------- RBAC
+
+
+def rule_grants(rules: Iterable[Obj]) -> set[Grant]:
+    """Every permission a list of PolicyRules grants, one per (group, resource, verb, name)."""
+    out: set[Grant] = set()
+    for r in rules:
+        names = r.get("resourceNames") or [None]
+        for g in r.get("apiGroups") or []:
+            for res in r.get("resources") or []:
+                for verb in r.get("verbs") or []:
+                    for name in names:
+                        out.add((g, res, verb, name))
+    return out
+
+
+def access_grants(needs: Iterable[Access]) -> set[Grant]:
+    out: set[Grant] = set()
+    for a in needs:
+        for verb in a.verbs:
+            for name in a.names or (None,):
+                out.add((a.group, a.resource, verb, name))
+    return out
+
+
+def needed(levers: Iterable[Lever] | None = None, reads: Iterable[Access] = READS) -> set[Grant]:
+    """What Firebreak's code says it calls in a cell: every lever's `needs` and `changed`'s reads."""
+    levers = LEVERS.values() if levers is None else levers
+    return access_grants([*(a for lever in levers for a in lever.needs), *reads])
+
+
+def granted(objs: Iterable[Obj]) -> set[Grant]:
+    """What the rendered ClusterRoles and Roles grant."""
+    return rule_grants(r for o in objs if o["kind"] in ("ClusterRole", "Role") for r in o.get("rules") or [])
+
+
+def rbac_diff(grants: set[Grant], needs: set[Grant]) -> tuple[set[Grant], set[Grant]]:
+    """(granted but used by nothing, needed but not granted). A need limited to names is met by a grant
+    of every name too, but then that grant is broader than needed: both are reported."""
+    return grants - needs, needs - grants

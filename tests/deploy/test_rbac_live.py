@@ -1,0 +1,178 @@
+"""Every lever, and `changed`, against the fake API server with ONLY the rules of the rendered
+ClusterRole (tests/fakes/kube answers 403 as RBAC would): dry run, pull, verify and undo each, and
+nothing is forbidden. And every permission the ClusterRole grants is used by some call: the grant is
+exactly what the code does, checked on the wire as well as against the declared `needs`."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+import yaml
+
+from levers import hooks
+from levers.executor import execute_approved
+from levers.store import lever_store
+from tests.deploy.manifests import Grant, of_kind, render, rule_grants
+from tests.fakes.kube import FakeKubeCluster, Rule, samples
+from tests.fakes.kube.auth import request_info
+from tests.levers.helpers import MODEL, OPS, SEC, replace_hook, say
+
+NS = "serve-chat"
+
+
+@pytest.fixture
+def app_settings(prometheus) -> dict:
+    """route-weight checks the receivers' headroom in Prometheus; `changed` reads demand there."""
+    return {"prometheus_url": prometheus.url}
+
+
+def clusterrole_rules() -> list[Rule]:
+    [role] = of_kind(render("overlays/example"), "ClusterRole")
+    return [Rule(r["verbs"], r["apiGroups"], r["resources"], r.get("resourceNames") or ()) for r in role["rules"]]
+
+
+def statefulset(name: str) -> dict:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {
+            "replicas": 3,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "vllm", "image": samples.GPU_IMAGE}]},
+            },
+        },
+        "status": {"replicas": 3},
+    }
+
+
+def scaled(name: str, api_version: str, kind: str, target: str) -> dict:
+    so = samples.scaled_object(name=name, target=target)
+    so["spec"]["scaleTargetRef"] = {"apiVersion": api_version, "kind": kind, "name": target}
+    return so
+
+
+def req_of(reply: str) -> str:
+    found = re.search(r"\bREQ-\d+\b", reply)
+    assert found, reply
+    return found.group(0)
+
+
+async def admitted(cell: FakeKubeCluster, ns: str, seconds: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        for wl in cell.list("workloads", ns):
+            if any(c["type"] == "Admitted" and c["status"] == "True" for c in wl["status"].get("conditions") or []):
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("Kueue did not admit the JobSet")
+
+
+# (command, who pulls it): every lever, each scale-target kind keda-pause is granted, and both ways
+# jobset-suspend stops a JobSet (spec.suspend; a Kueue-queued one through its Workload).
+PULLS = [
+    ("lever kueue-hold research-h100 --cell us-east-3", OPS),
+    ("lever kueue-hold-drain research-h100 --cell us-east-3", OPS),
+    ("lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS),  # a Deployment (KEDA's default kind)
+    ("lever keda-pause serve-chat/llm-sts --cell us-east-3", OPS),  # a StatefulSet
+    ("lever keda-pause serve-chat/llm-ro --cell us-east-3", OPS),  # an Argo Rollout
+    ("lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79", OPS),
+    ("lever jobset-suspend train-llm/pretrain-405b --cell us-east-3", OPS),
+    ("lever jobset-suspend train-llm/finetune-8b --cell us-east-1", OPS),  # Kueue-queued
+    ("lever killswitch toolgw/toolgw-flags --cell us-east-3 tenant=acme level=read", SEC),
+    ("lever sandbox-quarantine sbx-tenant-acme/sess-7f3a9c-0 --cell us-east-3", SEC),
+    ("lever route-weight edge/chat-global backend=cell-us-east-1", OPS),  # the fleet context
+    ("lever rollout-abort serve-chat/llm-70b --cell us-east-3", MODEL),  # last: no undo
+]
+
+
+async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, cells):
+    east3, east1, fleet = cells.east3, cells.east1, cells.fleet
+    east3.put(statefulset("llm-sts"))
+    east3.put(scaled("llm-sts", "apps/v1", "StatefulSet", "llm-sts"))
+    east3.put(scaled("llm-ro", "argoproj.io/v1alpha1", "Rollout", "llm-70b"))
+    for rs in samples.rollout_replica_sets(east3.get("rollout", "llm-70b", NS)):
+        east3.put(rs)
+    east3.start_controller("argo", interval=0.1)
+    east1.put(samples.kueue_jobset(name="finetune-8b"))
+    east1.start_controller("kueue", interval=0.1)
+    await admitted(east1, "train-llm")
+
+    rules = clusterrole_rules()
+    for cell in (east3, east1, fleet):
+        cell.allow_only(*rules)
+        cell.requests.clear()
+    asked = []
+
+    async def ask(svc, inc, rec):
+        asked.append(rec)
+
+    replace_hook(app, hooks.APPROVAL_REQUESTED, ask)
+    inc = await app.declare(cells=("us-east-3", "us-east-1"), roles={"ops": OPS, "model": MODEL, "security": SEC})
+    store = lever_store(app.services)
+
+    for command, user in PULLS:
+        dry = await say(app, f"{command} --dry-run", user, inc.channel_id)
+        assert "(dry run)" in dry and "Nothing was changed" in dry, dry
+        planned = await store.get(req_of(dry))
+        assert planned.result["ok"] is True, (command, planned.result)  # the API server accepted each call
+
+        asked.clear()
+        out = await say(app, command, user, inc.channel_id)
+        req = req_of(out)
+        if asked:  # needs approval: the IC approves
+            assert "needs approval" in out, out
+            rec = asked[-1]
+            assert await store.transition(rec.id, {"pending_approval"}, "approved", approved_by="U_IC")
+            out = (await execute_approved(app.services, rec.id, "U_IC")).message
+        rec = await store.get(req)
+        assert rec.state == "done" and rec.result.get("verified") is True, (command, out)
+        if "rollout-abort" not in command:
+            undo = await app.run(f"undo {req}", user=user, channel=inc.channel_id)
+            assert "undone" in undo and (await store.get(req)).state == "undone", undo
+
+    # changed: Rollouts, their ReplicaSets, GPU nodes, Warning events in each of the incident's cells.
+    out = await app.reply(await app.command("changed", user=OPS, channel=inc.channel_id), timeout=30)
+    assert out.startswith(f"What changed in the last 6h for {inc.id} posted"), out
+    [post] = [m for m in app.slack.messages(inc.channel_id) if str(m.get("text", "")).startswith("What changed")]
+    shown = yaml.safe_dump(post["blocks"])
+    assert "Warning events" in shown and "403" not in shown and "Forbidden" not in shown, shown
+
+    calls = [(c.name, r) for c in (east3, east1, fleet) for r in c.requests]
+    forbidden = [(name, r.method, r.path) for name, r in calls if r.status == 403]
+    assert not forbidden, forbidden
+    assert all(r.status is not None and r.status < 400 for _, r in calls), [
+        (name, r.method, r.path, r.status) for name, r in calls if (r.status or 500) >= 400
+    ]
+    used: set[Grant] = set()
+    for _, r in calls:
+        info = request_info(r.method, r.path, r.query)
+        if info.is_resource:
+            resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+            used.add((info.group, resource, info.verb, None))
+    grants = {
+        (g, res, verb, None)
+        for g, res, verb, _ in rule_grants(of_kind(render("overlays/example"), "ClusterRole")[0]["rules"])
+    }
+    assert grants - used == set(), f"granted, but no lever or `changed` called it: {sorted(grants - used)}"
+    assert used - grants == set()
+
+
+async def test_without_its_rule_a_lever_gets_the_api_servers_403(app, cells):
+    """The negative control: the same fake, the ClusterRole less `rollouts/status`, and rollout-abort is
+    refused by the API server, naming what is missing (so the test above would catch a missing verb)."""
+    rules = [r for r in clusterrole_rules() if list(r.resources) != ["rollouts/status"]]
+    assert len(rules) == len(clusterrole_rules()) - 1
+    cells.east3.allow_only(*rules)
+    inc = await app.declare(roles={"model": MODEL})
+    out = await say(app, "lever rollout-abort serve-chat/llm-70b --cell us-east-3", MODEL, inc.channel_id)
+    assert "403" in out and 'cannot patch resource "rollouts/status"' in out, out
+    assert (await lever_store(app.services).get(req_of(out))).state != "done"
+    assert [r.status for r in cells.east3.requests if r.path.endswith("/status")] == [403]
