@@ -1,4 +1,4 @@
-"""`firebreak serve | console | audit export | audit verify | audit reindex | postmortem INC-n | report`."""
+"""`firebreak serve | console | audit export | audit verify | audit reindex | postmortem INC-n | report | migrate`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.config import ConfigError, load_settings
 from bot.policy import PolicyError
+from bot.schema import SchemaTooNew
 
 if TYPE_CHECKING:
     from bot.audit import AuditLog
@@ -37,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     pm.add_argument("incident", help="INC-n")
     rp = sub.add_parser("report", help="resolved incidents by root-cause class: counts, median TTD/TTR, GPU-hours")
     rp.add_argument("--since", help="only incidents resolved on or after this date (YYYY-MM-DD, UTC)")
+    mg = sub.add_parser(
+        "migrate", help="bring the state in REDIS_URL to this release's schema (serve does it at start)"
+    )
+    mg.add_argument("--dry-run", action="store_true", help="list what would change, change nothing")
     p.add_argument(
         "--log-level", default=None, help="default INFO (the console writes its log to a file and says where)"
     )
@@ -142,6 +147,34 @@ async def _postmortem(args: argparse.Namespace) -> int:
         await svc.redis.aclose()
 
 
+async def _migrate(args: argparse.Namespace) -> int:
+    """`migrate [--dry-run]`: what `serve` does at start, or the list of what it would do."""
+    from bot import schema
+    from bot.runtime import MIGRATIONS
+    from bot.store import connect
+
+    settings = load_settings()
+    if not settings.redis_url:
+        print("firebreak: REDIS_URL is not set: there is no state to migrate", file=sys.stderr)
+        return 2
+    r = connect(settings.redis_url)
+    try:
+        if args.dry_run:
+            print("\n".join(await schema.dry_run(r, MIGRATIONS)))
+            return 0
+        ran = await schema.ensure(r, MIGRATIONS)
+        print(f"schema version {len(MIGRATIONS)}: " + (f"ran {', '.join(ran)}" if ran else "nothing to migrate"))
+        return 0
+    except schema.SchemaTooNew as exc:
+        print(f"firebreak: {exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:
+        print(f"firebreak: can't reach REDIS_URL ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    finally:
+        await r.aclose()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "console":
@@ -162,10 +195,12 @@ def main(argv: list[str] | None = None) -> int:
             from bot.console.main import run_console
 
             return asyncio.run(run_console(args.user, args.script))
+        if args.cmd == "migrate":
+            return asyncio.run(_migrate(args))
         if args.cmd in ("postmortem", "report"):
             return asyncio.run(_postmortem(args))
         return asyncio.run(_audit(args))
-    except (ConfigError, PolicyError) as exc:
+    except (ConfigError, PolicyError, SchemaTooNew) as exc:
         print(f"firebreak: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -30,6 +30,7 @@ from bot.incidents.store import IncidentRepo
 from bot.policy import load_policy
 from bot.postmortem import capability as postmortem
 from bot.scheduler import Job, Scheduler
+from bot.schema import Migration
 from bot.server import build_web
 from bot.signals import capability as signals
 from bot.slack.app import build_bolt
@@ -38,6 +39,7 @@ from bot.slack.lane import Lane
 from bot.store import Redis, connect
 from bot.triage import capability as triage
 from levers import capability as levers
+from levers import migrations as lever_migrations
 
 # In this order: `/incident help` lists commands in the order they are registered.
 CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
@@ -49,6 +51,12 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
     triage.register,  # triage (the PromQL set per cell), changed (six streams of what changed)
     postmortem.register,  # postmortem, cause, action (AI-n and their due-date reminders)
     intents.register,  # the core's repair of requests interrupted between intent and audit entry
+)
+
+# The state's versions, in order: entry n takes Redis from schema version n-1 to n (bot/schema.py).
+# Append only: a released entry is never edited, reordered or removed.
+MIGRATIONS: tuple[Migration, ...] = (
+    lever_migrations.MOVED_INDEX,  # 1: lever requests indexed by their latest move (`changed`)
 )
 
 

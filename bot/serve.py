@@ -24,10 +24,11 @@ import signal
 from typing import Any
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
-from bot import logs
+from bot import logs, schema
 from bot.config import Settings
-from bot.runtime import Runtime, build_runtime
+from bot.runtime import MIGRATIONS, Runtime, build_runtime
 from bot.server import INTAKE, start_local
 
 log = logs.get(__name__)
@@ -43,6 +44,11 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     gc.freeze()
     stopping = _on_signals()
     runner, bound = await start_local(rt.web, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
+    try:
+        await _migrate(rt, stopping)
+    except BaseException:
+        await _close(rt, runner)
+        raise
     # The one long-running worker: durable timers (every capability's jobs and start hooks).
     scheduler = asyncio.create_task(rt.services.scheduler.run())
     socket_handler = None
@@ -70,6 +76,21 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     await asyncio.gather(scheduler, return_exceptions=True)
     await _close(rt, runner)
     log.info("shutdown_done", seconds=round(loop.time() - started, 2))
+
+
+async def _migrate(rt: Runtime, stopping: asyncio.Event) -> None:
+    """Bring the state to this code's schema before any timer runs (bot/schema.py): once across
+    replicas. While Redis can't be reached, try again every second (the HTTP server is up, and
+    /readyz says not ready); a newer schema than this code knows stops the process."""
+    while not stopping.is_set():
+        try:
+            ran = await schema.ensure(rt.services.redis, MIGRATIONS)
+        except RedisError as exc:
+            log.warning("schema_check_waiting_for_redis", error=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(1.0)
+            continue
+        log.info("schema_ok", version=len(MIGRATIONS), migrated=ran)
+        return
 
 
 def _on_signals() -> asyncio.Event:

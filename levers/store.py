@@ -27,7 +27,7 @@ from levers import lua
 from levers.requests import IN_FLIGHT, STATES, LeverRequest
 
 _IN_FLIGHT_KEY = Keys.levers("in-flight")
-_MOVED_KEY = Keys.levers("moved")  # every request, scored by its latest move (lua.TRANSITION)
+MOVED_KEY = Keys.levers("moved")  # every request, scored by its latest move (lua.TRANSITION)
 
 
 class Moved(IntEnum):
@@ -75,6 +75,14 @@ def _request(req_id: str) -> str:
     return Keys.levers(f"req:{req_id}")
 
 
+request_key = _request  # the migrations scan these (levers/migrations.py)
+
+
+def request_id(key: str) -> str:
+    """REQ-n from its hash's key."""
+    return key.rsplit("req:", 1)[1]
+
+
 def _by_incident(incident: str) -> str:
     return Keys.levers(f"inc:{incident}")
 
@@ -114,7 +122,7 @@ class LeverStore:
             self.r,
             ("HSET", _request(rec.id), *fields),
             ("ZADD", _by_incident(rec.incident), rec.created_at, rec.id),
-            ("ZADD", _MOVED_KEY, rec.created_at, rec.id),
+            ("ZADD", MOVED_KEY, rec.created_at, rec.id),
         )
 
     async def get(self, req_id: str) -> LeverRequest | None:
@@ -141,7 +149,7 @@ class LeverStore:
         for k, v in _encode(fields).items():
             flat += [k, v]
         code = await self._transition(
-            keys=[_request(req_id), _IN_FLIGHT_KEY, _MOVED_KEY], args=[len(src), *src, to_state, *flat]
+            keys=[_request(req_id), _IN_FLIGHT_KEY, MOVED_KEY], args=[len(src), *src, to_state, *flat]
         )
         return Moved(int(code)) is Moved.MOVED
 
@@ -158,7 +166,7 @@ class LeverStore:
     async def moved_since(self, since: float) -> list[LeverRequest]:
         """Every request whose latest move (created, approved, started, finished, undone) is at or
         after ``since``: one range read, however many incidents are open."""
-        ids = [m for m in await self.r.zrangebyscore(_MOVED_KEY, since, "+inf") if isinstance(m, (bytes, str))]
+        ids = [m for m in await self.r.zrangebyscore(MOVED_KEY, since, "+inf") if isinstance(m, (bytes, str))]
         return await self._get_many(ids)
 
     # Node-quarantine budgets ------------------------------------------------------------------

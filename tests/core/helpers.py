@@ -6,6 +6,7 @@ Open an incident with ``app.declare`` (tests/harness.py); the core tests' usual 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -38,3 +39,22 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) 
 
 def jsonl(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+async def cli(redis_url: str, *args: str) -> tuple[int, str, str]:
+    """`python -m bot <args>` with REDIS_URL, as an operator runs it: exit code, stdout, stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "REDIS_", "FIREBREAK_", "LOG_"))}
+    env["REDIS_URL"] = redis_url
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

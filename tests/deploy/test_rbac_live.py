@@ -33,25 +33,6 @@ def clusterrole_rules() -> list[Rule]:
     return [Rule(r["verbs"], r["apiGroups"], r["resources"], r.get("resourceNames") or ()) for r in role["rules"]]
 
 
-def statefulset(name: str) -> dict:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {
-            "replicas": 3,
-            "serviceName": name,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "vllm", "image": samples.GPU_IMAGE}]},
-            },
-        },
-        "status": {"replicas": 3},
-    }
-
-
 def scaled(name: str, api_version: str, kind: str, target: str) -> dict:
     so = samples.scaled_object(name=name, target=target)
     so["spec"]["scaleTargetRef"] = {"apiVersion": api_version, "kind": kind, "name": target}
@@ -95,7 +76,7 @@ PULLS = [
 
 async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, cells):
     east3, east1, fleet = cells.east3, cells.east1, cells.fleet
-    east3.put(statefulset("llm-sts"))
+    east3.put(samples.stateful_set(NS, "llm-sts"))
     east3.put(scaled("llm-sts", "apps/v1", "StatefulSet", "llm-sts"))
     east3.put(scaled("llm-ro", "argoproj.io/v1alpha1", "Rollout", "llm-70b"))
     for rs in samples.rollout_replica_sets(east3.get("rollout", "llm-70b", NS)):

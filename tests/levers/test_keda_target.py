@@ -92,26 +92,6 @@ def prometheus_cr(name: str, shards: int) -> dict:
     }
 
 
-def stateful_set(name: str, replicas: int) -> dict:
-    """A sharded model server (what KEDA scales when each replica owns a cache volume)."""
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "vllm", "image": samples.GPU_IMAGE}]},
-            },
-        },
-        "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas},
-    }
-
-
 def scaled_object(name: str, ref: dict) -> dict:
     so = samples.scaled_object(name=name)
     so["spec"]["scaleTargetRef"] = ref
@@ -144,7 +124,7 @@ async def test_pause_reads_the_targets_scale_and_matches_kubectl(kind, app, cell
     ref, replicas, scale_re = TARGETS[kind]
     cell = cells.east3
     if kind == "StatefulSet":
-        cell.put(stateful_set("llm-shards", replicas))
+        cell.put(samples.stateful_set(NS, "llm-shards", replicas))
     if kind == "Prometheus":
         cell.put(prometheus_cr("k8s", replicas))
     cell.put(scaled_object("llm-frozen", ref))

@@ -13,6 +13,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import load_settings
 from bot.core.services import Services
 from bot.runtime import build_services
+from tests.approvals.conftest import text_of  # noqa: F401 - re-exported for the reliability tests
 from tests.fakes.kube import FakeKubeCluster
 
 T = TypeVar("T")
@@ -56,16 +57,6 @@ async def until(check: Callable[[], Awaitable[T | None] | T | None], timeout: fl
 def writes(cell: FakeKubeCluster, path: str = CQ_PATH) -> list[Any]:
     """PATCHes that could store something (a dry run's dryRun=All stores nothing)."""
     return [r for r in cell.find_requests("PATCH", path) if r.query.get("dryRun") != "All"]
-
-
-def text_of(message: dict[str, Any]) -> str:
-    """All the text a person sees on a (current) Slack message: its text and its blocks' texts."""
-    parts = [message.get("text") or ""]
-    for b in message.get("blocks") or []:
-        for t in [b.get("text"), *(b.get("fields") or []), *(b.get("elements") or [])]:
-            if isinstance(t, dict) and isinstance(t.get("text"), str):
-                parts.append(t["text"])
-    return "\n".join(parts)
 
 
 def has_button(message: dict[str, Any], action_id: str) -> bool:

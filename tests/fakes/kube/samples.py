@@ -107,6 +107,26 @@ def deployment(ns: str = "serve-chat", name: str = "chat-router", replicas: int 
     }
 
 
+def stateful_set(ns: str = "serve-chat", name: str = "llm-shards", replicas: int = 3) -> dict:
+    """A sharded model server (what KEDA scales when each replica owns a cache volume)."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "vllm", "image": GPU_IMAGE}]},
+            },
+        },
+        "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas},
+    }
+
+
 def rollout(ns: str = "serve-chat", name: str = "llm-70b") -> dict:
     """Canary at step 1 (20% weight, paused) of a 70B model server."""
     labels = {"app": name}
