@@ -150,6 +150,8 @@ async def _postmortem(args: argparse.Namespace) -> int:
 async def _migrate(args: argparse.Namespace) -> int:
     """`migrate [--dry-run]`: what `serve` does at start, or the list of what it would do."""
     from bot import schema
+    from bot.audit import AuditLog
+    from bot.clock import SystemClock
     from bot.runtime import MIGRATIONS
     from bot.store import connect
 
@@ -162,7 +164,7 @@ async def _migrate(args: argparse.Namespace) -> int:
         if args.dry_run:
             print("\n".join(await schema.dry_run(r, MIGRATIONS)))
             return 0
-        ran = await schema.ensure(r, MIGRATIONS)
+        ran = await schema.ensure(r, MIGRATIONS, schema.audited(AuditLog(r, SystemClock())))
         print(f"schema version {len(MIGRATIONS)}: " + (f"ran {', '.join(ran)}" if ran else "nothing to migrate"))
         return 0
     except schema.SchemaTooNew as exc:

@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from bot import logs
+from bot.audit import AuditLog
+from bot.ids import SYSTEM_ACTOR
 from bot.store import Redis, script, write
 
 log = logs.get(__name__)
@@ -46,6 +48,16 @@ class Migration:
     name: str
     plan: Callable[[Redis], Awaitable[list[str]]]
     apply: Callable[[Redis], Awaitable[int]]  # how many things it changed (logged)
+
+
+def audited(audit: AuditLog) -> Done:
+    """``ensure``'s ``done`` that writes each migration to the audit log, as the system."""
+
+    async def done(n: int, m: Migration, changed: int) -> None:
+        detail = {"version": n, "migration": m.name, "changed": changed}
+        await audit.append("schema.migrated", actor=SYSTEM_ACTOR, detail=detail)
+
+    return done
 
 
 class SchemaTooNew(RuntimeError):
@@ -91,8 +103,12 @@ async def dry_run(r: Redis, migrations: Sequence[Migration]) -> list[str]:
     return lines
 
 
-async def ensure(r: Redis, migrations: Sequence[Migration]) -> list[str]:
-    """Bring the data to the code's version; the names of the migrations this process ran."""
+Done = Callable[[int, "Migration", int], Awaitable[None]]  # version, migration, things changed
+
+
+async def ensure(r: Redis, migrations: Sequence[Migration], done: Done | None = None) -> list[str]:
+    """Bring the data to the code's version; the names of the migrations this process ran.
+    ``done`` is told of each once its version is recorded (the caller audits it)."""
     known = len(migrations)
     deadline = time.monotonic() + WAIT_S
     token = secrets.token_hex(8)
@@ -126,6 +142,8 @@ async def ensure(r: Redis, migrations: Sequence[Migration]) -> list[str]:
                 changed=changed,
                 seconds=round(time.monotonic() - started, 3),
             )
+            if done is not None:
+                await done(n, m, changed)
             ran.append(m.name)
     finally:
         await script(r, _RELEASE, deadline=False)(keys=[LOCK_KEY], args=[token])

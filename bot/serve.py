@@ -84,7 +84,7 @@ async def _migrate(rt: Runtime, stopping: asyncio.Event) -> None:
     /readyz says not ready); a newer schema than this code knows stops the process."""
     while not stopping.is_set():
         try:
-            ran = await schema.ensure(rt.services.redis, MIGRATIONS)
+            ran = await schema.ensure(rt.services.redis, MIGRATIONS, schema.audited(rt.services.audit))
         except RedisError as exc:
             log.warning("schema_check_waiting_for_redis", error=f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(1.0)

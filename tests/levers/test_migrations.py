@@ -10,7 +10,7 @@ from bot import schema
 from bot.runtime import MIGRATIONS
 from bot.store import connect
 from levers.store import MOVED_KEY, lever_store
-from tests.conftest import T0
+from tests.conftest import T0, audit_entries
 from tests.core.helpers import cli
 from tests.levers.helpers import OPS, say
 
@@ -54,6 +54,12 @@ async def test_a_store_from_the_previous_schema_is_migrated_and_read_back(app, c
     assert (rec.id, rec.state) == ("REQ-1", "undone")
     assert await store.moved_since(undone_at + 1) == []
     assert await schema.version(app.services.redis) == len(MIGRATIONS)
+    # Audited once (the dry run and the second `migrate` changed nothing), and the chain holds.
+    [entry] = [e for e in await audit_entries(app) if e["action"] == "schema.migrated"]
+    assert (entry["actor"], entry["incident"]) == ("system", None)
+    assert entry["detail"] == {"version": 1, "migration": MIGRATIONS[0].name, "changed": 1}
+    rc, out, err = await cli(redis_url, "audit", "verify")
+    assert rc == 0 and out.startswith("audit chain OK"), out + err
 
 
 async def test_the_dry_run_changes_nothing(app, cells, redis_url):
