@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.config import ConfigError, load_settings
 from bot.policy import PolicyError
-from bot.schema import SchemaTooNew
+from bot.schema import MigrationTimeout, SchemaTooNew
 
 if TYPE_CHECKING:
     from bot.audit import AuditLog
@@ -167,7 +167,7 @@ async def _migrate(args: argparse.Namespace) -> int:
         ran = await schema.ensure(r, MIGRATIONS, schema.audited(AuditLog(r, SystemClock())))
         print(f"schema version {len(MIGRATIONS)}: " + (f"ran {', '.join(ran)}" if ran else "nothing to migrate"))
         return 0
-    except schema.SchemaTooNew as exc:
+    except (schema.SchemaTooNew, schema.MigrationTimeout) as exc:
         print(f"firebreak: {exc}", file=sys.stderr)
         return 2
     except RedisError as exc:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd in ("postmortem", "report"):
             return asyncio.run(_postmortem(args))
         return asyncio.run(_audit(args))
-    except (ConfigError, PolicyError, SchemaTooNew) as exc:
+    except (ConfigError, PolicyError, SchemaTooNew, MigrationTimeout) as exc:
         print(f"firebreak: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

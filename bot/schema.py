@@ -20,6 +20,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
 from bot import logs
 from bot.audit import AuditLog
 from bot.ids import SYSTEM_ACTOR
@@ -32,6 +34,16 @@ LOCK_KEY = "fb:{schema}:lock"
 LOCK_MS = 120_000  # a replica that died mid-migration holds the lock this long at most
 WAIT_S = 300.0  # how long a replica waits for another's migration before giving up
 POLL_S = 0.2
+
+# KEYS: lock, version. ARGV: token, version. Only the lock's holder moves the version, and only
+# forward: a holder whose lock expired under a slow migration can't undo a later one's version.
+# -> 1 moved, 0 not moved.
+_ADVANCE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if tonumber(redis.call('GET', KEYS[2]) or '0') >= tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
 
 # KEYS: lock. ARGV: token. Only the holder releases.
 _RELEASE = """
@@ -108,7 +120,7 @@ Done = Callable[[int, "Migration", int], Awaitable[None]]  # version, migration,
 
 async def ensure(r: Redis, migrations: Sequence[Migration], done: Done | None = None) -> list[str]:
     """Bring the data to the code's version; the names of the migrations this process ran.
-    ``done`` is told of each once its version is recorded (the caller audits it)."""
+    ``done`` is told of each before its version is recorded (the caller audits it)."""
     known = len(migrations)
     deadline = time.monotonic() + WAIT_S
     token = secrets.token_hex(8)
@@ -132,9 +144,12 @@ async def ensure(r: Redis, migrations: Sequence[Migration], done: Done | None = 
                 continue
             started = time.monotonic()
             changed = await m.apply(r)
-            # Only the lock's holder moves the version; a lock lost to expiry means another
-            # process runs the same (re-runnable) step, and both then write the same number.
-            await write(r, ("SET", VERSION_KEY, n))
+            # Audited before the version moves: a failure between the two runs the (re-runnable)
+            # step again, so the entry may be written twice but never missed.
+            if done is not None:
+                await done(n, m, changed)
+            if not await script(r, _ADVANCE)(keys=[LOCK_KEY, VERSION_KEY], args=[token, n]):
+                raise MigrationTimeout(f"lost {LOCK_KEY} during migration {n} ({m.name}): another process took over")
             log.info(
                 "schema_migrated",
                 version=n,
@@ -142,9 +157,10 @@ async def ensure(r: Redis, migrations: Sequence[Migration], done: Done | None = 
                 changed=changed,
                 seconds=round(time.monotonic() - started, 3),
             )
-            if done is not None:
-                await done(n, m, changed)
             ran.append(m.name)
     finally:
-        await script(r, _RELEASE, deadline=False)(keys=[LOCK_KEY], args=[token])
+        try:
+            await script(r, _RELEASE, deadline=False)(keys=[LOCK_KEY], args=[token])
+        except RedisError as exc:  # the lock expires on its own; the error that brought us here matters more
+            log.warning("schema_lock_release_failed", error=f"{type(exc).__name__}: {exc}")
     return ran

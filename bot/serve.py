@@ -49,6 +49,9 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     except BaseException:
         await _close(rt, runner)
         raise
+    if stopping.is_set():  # told to stop before the state was migrated: run nothing on it
+        await _close(rt, runner)
+        return
     # The one long-running worker: durable timers (every capability's jobs and start hooks).
     scheduler = asyncio.create_task(rt.services.scheduler.run())
     socket_handler = None

@@ -73,3 +73,29 @@ async def test_a_store_from_a_newer_release_is_refused(redis_url):
     last = stderr.decode().strip().splitlines()[-1]
     assert last.startswith(f"firebreak: the state in Redis is schema version {newer}"), last
     assert '"event": "serving"' not in stderr.decode()
+
+
+async def test_a_holder_whose_lock_expired_does_not_move_the_version(redis_url):
+    """A slow migration outlives its lock and another process migrates meanwhile: the slow one's
+    version write is refused (never backwards), and it says so."""
+    r = connect(redis_url)
+
+    async def plan(_r) -> list[str]:
+        return []
+
+    async def overtaken(_r) -> int:
+        await r.set(schema.LOCK_KEY, "another-process")  # our lock expired; another took it
+        await r.set(schema.VERSION_KEY, 2)  # and finished both steps
+        return 1
+
+    async def never(_r) -> int:
+        raise AssertionError("not reached")
+
+    steps = (schema.Migration("slow", plan, overtaken), schema.Migration("second", plan, never))
+    try:
+        with pytest.raises(schema.MigrationTimeout, match="lost"):
+            await schema.ensure(r, steps)
+        assert await schema.version(r) == 2
+        assert await r.get(schema.LOCK_KEY) == "another-process"  # not released by us
+    finally:
+        await r.aclose()
