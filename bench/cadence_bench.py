@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -97,8 +98,9 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-async def one_run(procs: int, n: int, window: float, lead: float) -> dict:
-    redis = RedisServer().start()
+async def one_run(procs: int, n: int, window: float, lead: float, redis: Any = None) -> dict:
+    """``redis``: a started server with ``url`` and ``stop()`` (default: a private redis-server)."""
+    redis = redis or RedisServer().start()
     slack = FakeSlack()
     await slack.start()
     try:

@@ -74,7 +74,7 @@ async def _audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    r = connect(settings.redis_url)
+    r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
     log = AuditLog(r, SystemClock())
     try:
         if args.audit_cmd == "export":
@@ -159,7 +159,7 @@ async def _migrate(args: argparse.Namespace) -> int:
     if not settings.redis_url:
         print("firebreak: REDIS_URL is not set: there is no state to migrate", file=sys.stderr)
         return 2
-    r = connect(settings.redis_url)
+    r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
     try:
         if args.dry_run:
             print("\n".join(await schema.dry_run(r, MIGRATIONS)))

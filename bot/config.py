@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.policy.models import first_error
+from bot.store import target as store_target
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 
@@ -28,6 +29,8 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = None
     slack_api_url: str = DEFAULT_SLACK_API_URL
     redis_url: str | None = None
+    # PEM CA bundle that signed Redis's certificate (rediss://, rediss+sentinel://, rediss+cluster://).
+    redis_ca_file: Path | None = None
     kubeconfig: Path | None = None
     prometheus_url: str | None = None
     # PEM CA bundle that signed Prometheus's certificate. TLS is always verified (when unset,
@@ -46,12 +49,28 @@ class Settings(BaseSettings):
 
     @field_validator("redis_url")
     @classmethod
-    def _redis_scheme(cls, v: str | None) -> str | None:
-        if v and not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)")
+    def _redis_form(cls, v: str | None) -> str | None:
+        if v:
+            try:
+                store_target.parse(v)
+            except store_target.BadRedisUrl as exc:
+                raise ValueError(str(exc)) from None
         return v or None
 
-    @field_validator("prometheus_ca_file", mode="before")
+    @model_validator(mode="after")
+    def _redis_ca_needs_tls(self) -> Settings:
+        if self.redis_ca_file is None:
+            return self
+        if not self.redis_url or not store_target.parse(self.redis_url).tls:
+            raise ValueError(
+                "REDIS_CA_FILE is set but REDIS_URL is not TLS: use rediss:// (or rediss+sentinel://, "
+                "rediss+cluster://), or unset REDIS_CA_FILE"
+            )
+        if not self.redis_ca_file.is_file():
+            raise ValueError(f"REDIS_CA_FILE {self.redis_ca_file} is not a readable file (a PEM CA bundle)")
+        return self
+
+    @field_validator("prometheus_ca_file", "redis_ca_file", mode="before")
     @classmethod
     def _unset_if_empty(cls, v: object) -> object:
         return v or None  # PROMETHEUS_CA_FILE= (empty) means unset, not the current directory
@@ -83,4 +102,5 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = first_error(exc)
-        raise ConfigError(f"bad configuration {err.field.upper()}: {err.message}") from None
+        where = f" {err.field.upper()}" if err.field else ""  # a check across fields names them itself
+        raise ConfigError(f"bad configuration{where}: {err.message}") from None

@@ -86,7 +86,7 @@ def build_services(
     policy = load_policy(settings.firebreak_policy_dir)
     # The audit log and the logs scrub the policy's secret patterns as well as the built-in ones.
     redact.add_patterns((p.kind, p.pattern) for p in policy.comms.secret_patterns)
-    r = redis if redis is not None else connect(settings.redis_url)
+    r = redis if redis is not None else connect(settings.redis_url, ca_file=settings.redis_ca_file)
     clock = clock or SystemClock()
     audit = AuditLog(r, clock)
     registry = build_registry()

@@ -113,7 +113,7 @@ class LeverStore:
     # Requests ---------------------------------------------------------------------------------
 
     async def next_id(self) -> str:
-        (n,) = await write(self.r, ("INCR", Keys.REQUEST_SEQ))  # deadlined: bot/store.py write()
+        (n,) = await write(self.r, ("INCR", Keys.REQUEST_SEQ))  # deadlined: bot/store/scripts.py write()
         return f"REQ-{n}"
 
     async def create(self, rec: LeverRequest) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -10,6 +11,7 @@ from bot.clock import ManualClock
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 from tests.support.redis_server import RedisServer
+from tests.support.redis_topologies import ClusterSetup
 
 # 2026-11-30 03:10:00 UTC: a believable 3 a.m.
 T0 = 1_796_008_200.0
@@ -21,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+# FIREBREAK_TEST_REDIS=cluster runs the tests that take `redis_url` against a three-master Redis
+# Cluster instead of one server (.ci/run's cluster step): the product's own client, the same tests.
+ON_CLUSTER = os.environ.get("FIREBREAK_TEST_REDIS") == "cluster"
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     srv = RedisServer().start()
@@ -28,12 +35,25 @@ def redis_server() -> Iterator[RedisServer]:
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[ClusterSetup]:
+    cluster = ClusterSetup().start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-async def redis_url(redis_server: RedisServer) -> AsyncIterator[str]:
-    r = aioredis.from_url(redis_server.url)
+async def redis_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    if ON_CLUSTER:
+        cluster: ClusterSetup = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        yield cluster.url
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    r = aioredis.from_url(server.url)
     await r.flushall()
     await r.aclose()
-    yield redis_server.url
+    yield server.url
 
 
 @pytest.fixture

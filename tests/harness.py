@@ -125,7 +125,7 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
         **settings,
     )
     # The product's own client (bot.store.connect): its timeouts and deadlines are under test too.
-    rt = build_runtime(s, clock=clock or ManualClock(), redis=connect(redis_url))
+    rt = build_runtime(s, clock=clock or ManualClock(), redis=connect(redis_url, ca_file=s.redis_ca_file))
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
     return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)

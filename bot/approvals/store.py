@@ -152,7 +152,7 @@ class Ballots:
 
     async def next_grant_id(self) -> str:
         """A new break-glass id, BG-<n> (one global sequence)."""
-        (n,) = await write(self.r, ("INCR", Keys.GRANT_SEQ))  # deadlined: bot/store.py write()
+        (n,) = await write(self.r, ("INCR", Keys.GRANT_SEQ))  # deadlined: bot/store/scripts.py write()
         return f"BG-{n}"
 
     async def create(self, b: Ballot) -> bool:

@@ -175,7 +175,7 @@ class AuditLog:
     def __init__(self, redis: Redis, clock: Clock) -> None:
         self._r = redis
         self._clock = clock
-        self._append = script(redis, _APPEND, deadline=False)  # see bot/store.py script()
+        self._append = script(redis, _APPEND, deadline=False)  # see bot/store/scripts.py script()
         self._note = script(redis, _NOTE, deadline=False)  # [intent] records what already happened
         # Appends from this process take turns, so the compare-and-set below only ever
         # retries against other replicas (not against our own concurrent requests).

@@ -1,7 +1,7 @@
 """Comms' Redis access: the cadence sync mark, snooze, and the two-step dedupe marks.
 
 The Lua is in lua.py; each script's result codes are the enums below. The key layout
-stays in bot/store.py (``Keys.comms``, ``Keys.dedupe``).
+stays in bot/store/keys.py (``Keys.comms``, ``Keys.dedupe``).
 """
 
 from __future__ import annotations

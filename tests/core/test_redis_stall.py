@@ -3,7 +3,7 @@ command is never applied after its requester was told it failed.
 
 Each test runs its own redis-server, which it freezes (SIGSTOP) and thaws (SIGCONT). The bounds
 below are deadlines that bound the test, not speed targets: they sit between what the store's
-timeouts allow (bot/store.py: one 2 s call, then fail-fast) and what a stalled client without
+timeouts allow (bot/store/client.py: one 2 s call, then fail-fast) and what a stalled client without
 them takes (5 s per call, one wave of lane workers after another).
 """
 
@@ -19,7 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 import structlog
 
-import bot.store
+import bot.store.client
 from bot.store import GATE_OPEN_S
 from tests.conftest import audit_entries
 from tests.fakes.slack import FakeSlack
@@ -171,7 +171,7 @@ async def test_a_write_held_in_a_frozen_redis_is_refused_when_it_resumes(app, se
 
 
 class SkewedClock:
-    """bot.store's view of the time module, on a host whose wall clock is ``skew`` seconds off
+    """bot.store.client's view of the time module, on a host whose wall clock is ``skew`` seconds off
     Redis's (monotonic time is unaffected, as on a real host)."""
 
     def __init__(self, skew: float) -> None:
@@ -186,7 +186,7 @@ class SkewedClock:
 async def test_deadlines_are_set_in_redis_clock_when_the_hosts_disagree(slack, clock, server, proxy, skew, monkeypatch):
     """Behind Redis by 30 s, a deadline in Firebreak's clock would refuse every write; ahead, it
     would let a held write run 30 s late. Firebreak measures Redis's clock (TIME) instead."""
-    monkeypatch.setattr(bot.store, "time", SkewedClock(skew))
+    monkeypatch.setattr(bot.store.client, "time", SkewedClock(skew))
     app = await start_app(slack, proxy.url, clock)
     try:
         await check_a_held_write_is_refused(app, server, proxy)

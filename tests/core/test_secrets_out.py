@@ -42,8 +42,10 @@ def test_a_bad_redis_url_is_one_line_and_exit_2():
     out = run_cli("audit", "verify", env={"REDIS_URL": "localhost:6379"})
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        "firebreak: bad configuration REDIS_URL: must start with redis://, rediss:// "
-        "or unix:// (e.g. redis://127.0.0.1:6379/0)"
+        "firebreak: bad configuration REDIS_URL: no scheme (it is not echoed: it may hold a password); "
+        "use redis://host:6379/0, rediss://host:6380/0, unix:///path/redis.sock, "
+        "redis+sentinel://h1:26379,h2:26379,h3:26379/<master>/<db> "
+        "or redis+cluster://h1:6379,h2:6379"
     )
 
 

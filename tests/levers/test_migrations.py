@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
 from bot import schema
 from bot.runtime import MIGRATIONS
 from bot.store import connect
@@ -19,9 +17,10 @@ HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 
 async def _as_the_previous_release_left_it(redis_url: str) -> None:
     """The previous schema (0): lever requests without the index by latest move, no version key."""
-    r = aioredis.from_url(redis_url)
+    r = connect(redis_url)  # the product's client: on a Cluster too (the two keys are in two slots)
     try:
-        await r.delete(MOVED_KEY, schema.VERSION_KEY)
+        await r.delete(MOVED_KEY)
+        await r.delete(schema.VERSION_KEY)
     finally:
         await r.aclose()
 

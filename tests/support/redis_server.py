@@ -19,9 +19,16 @@ from tests.support.ports import free_port
 
 
 class RedisServer:
-    def __init__(self, appendonly: bool = False, port: int | None = None, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        appendonly: bool = False,
+        port: int | None = None,
+        data_dir: Path | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.extra = extra  # more redis-server options (replicaof, cluster-enabled, TLS ...)
         self.dir = data_dir or Path(tempfile.mkdtemp(prefix="fb-redis-"))
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -35,6 +42,7 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed: run `bash .ci/install-services.sh`")
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", str(self.dir)]
         args += ["--appendonly", "yes", "--appendfsync", "always"] if self.appendonly else ["--appendonly", "no"]
+        args += list(self.extra)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -56,6 +64,13 @@ class RedisServer:
         """SIGCONT: the server resumes and runs whatever reached its sockets meanwhile."""
         assert self.proc is not None and self.proc.poll() is None, "the server is not running"
         os.kill(self.proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL: the host is gone, with whatever had not reached a replica."""
+        assert self.proc is not None and self.proc.poll() is None, "the server is not running"
+        self.proc.kill()
+        self.proc.wait(5)
+        self.proc = None
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
