@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -28,6 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("console", help="try Firebreak in the terminal against an embedded Slack emulator")
     c.add_argument("--user", default="you", help="who you are at start: a name (alice) or a Slack user id (U2)")
     c.add_argument("--script", help="run the lines of this file, then exit (non-interactive)")
+    c.add_argument(
+        "--drill", metavar="NAME", help="replay a game-day drill on the demo fleet (`--drill list` names them)"
+    )
+    c.add_argument(
+        "--speed", type=_speed, default=1.0, help="drill speed: 1 is real time (default), 10 ten times faster"
+    )
     a = sub.add_parser("audit", help="the hash-chained audit log")
     asub = a.add_subparsers(dest="audit_cmd", required=True)
     e = asub.add_parser("export", help="print entries as JSON Lines")
@@ -46,6 +53,45 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default=None, help="default INFO (the console writes its log to a file and says where)"
     )
     return p
+
+
+def _speed(text: str) -> float:
+    from bot.demo.drills.runner import MAX_SPEED
+
+    try:
+        speed = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a number") from None
+    if not 0 < speed <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"more than 0 and at most {MAX_SPEED:g} (got {text[:20]})")
+    return speed
+
+
+def _console(args: argparse.Namespace) -> int:
+    """`console [--drill NAME [--speed N]]`: `--drill list` lists the drills; a drill needs the demo fleet."""
+    from bot.console.main import run_console
+
+    drill = None
+    if args.drill is not None:
+        from bot.demo.drills import DrillError, drills, get
+
+        if args.drill == "list":
+            for d in drills().values():
+                print(f"{d.name:<18} {d.title}: {d.summary}")
+            return 0
+        try:
+            drill = get(args.drill)
+        except DrillError as exc:
+            print(f"firebreak: {exc}", file=sys.stderr)
+            return 2
+        if os.environ.get("KUBECONFIG"):
+            print(
+                "firebreak: --drill runs only on the demo fleet, and KUBECONFIG is set: a drill changes the "
+                "clusters it runs on. Unset KUBECONFIG to drill on the demo fleet.",
+                file=sys.stderr,
+            )
+            return 2
+    return asyncio.run(run_console(args.user, args.script, drill, args.speed))
 
 
 async def export(log: AuditLog, incident: str | None, out: TextIO) -> None:
@@ -194,9 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(serve(load_settings(), args.host, args.port))
             return 0
         if args.cmd == "console":
-            from bot.console.main import run_console
-
-            return asyncio.run(run_console(args.user, args.script))
+            return _console(args)
         if args.cmd == "migrate":
             return asyncio.run(_migrate(args))
         if args.cmd in ("postmortem", "report"):

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
             raise ValueError(f"REDIS_CA_FILE {self.redis_ca_file} is not a readable file (a PEM CA bundle)")
         return self
 
-    @field_validator("prometheus_ca_file", "redis_ca_file", mode="before")
+    @field_validator("kubeconfig", "prometheus_url", "prometheus_ca_file", "redis_ca_file", mode="before")
     @classmethod
     def _unset_if_empty(cls, v: object) -> object:
         return v or None  # PROMETHEUS_CA_FILE= (empty) means unset, not the current directory

@@ -10,19 +10,27 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from bot.clock import Clock
 from bot.config import load_settings
+from bot.console.drill import DrillSession
 from bot.console.emulator import SlackEmulator
 from bot.console.people import Directory
 from bot.console.session import Console
 from bot.console.signed import Sender
+from bot.demo.drills import Drill
+from bot.demo.fleet import demo_fleet, demo_unavailable
+from bot.policy import load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local
 
+SCHEDULER_GRACE_S = 2.0  # at quit, how long the app's running jobs may take to finish
 LOG_PATH = Path(tempfile.gettempdir()) / "firebreak-console.log"
 BANNER = """\
 Firebreak console: the real app against an embedded Slack emulator on 127.0.0.1.
 {store}
+{fleet}
 Firebreak's own log goes to {log}.
 Type `help` for the console, `/incident help` for Firebreak; `quit` to leave."""
 
@@ -65,7 +73,7 @@ async def _scripted(console: Console, lines: list[str]) -> int:
     return 0
 
 
-async def run_console(user: str, script: str | None) -> int:
+async def run_console(user: str, script: str | None, drill: Drill | None = None, speed: float = 1.0) -> int:
     lines: list[str] | None = None
     if script is not None:
         try:
@@ -75,7 +83,7 @@ async def run_console(user: str, script: str | None) -> int:
         except OSError as exc:
             print(f"firebreak: cannot read script {script}: {exc.strerror}", file=sys.stderr)
             return 2
-    async with open_console(user, _say) as console:
+    async with open_console(user, _say, alert_token=drill is not None) as console:
         settings = console.svc.settings
         store = (
             "State: Redis at REDIS_URL."
@@ -84,36 +92,105 @@ async def run_console(user: str, script: str | None) -> int:
         )
         if not settings.redis_url:
             print("firebreak: REDIS_URL is not set: state lives in memory and is lost when you quit.", file=sys.stderr)
-        _say(BANNER.format(store=store, log=LOG_PATH))
-        return await (_scripted(console, lines) if lines is not None else _interactive(console))
+        _say(BANNER.format(store=store, fleet=fleet_line(console), log=LOG_PATH))
+        if drill is not None and not await start_drill(console, drill, speed):
+            return 2
+        code = await (_scripted(console, lines) if lines is not None else _interactive(console))
+        if console.drill is not None:
+            await console.drill.end("the script ended" if lines is not None else "you quit")
+        return code
+
+
+async def start_drill(console: Console, drill: Drill, speed: float) -> bool:
+    """Start ``drill`` beside the console's input; False (said why) when it can't run here."""
+    token = console.svc.settings.alertmanager_token
+    if console.fleet is None or token is None:
+        print(
+            "firebreak: drills run only on the demo fleet: unset KUBECONFIG to use it (a drill changes the clusters)",
+            file=sys.stderr,
+        )
+        return False
+    session = DrillSession(
+        console.svc,
+        console.fleet,
+        drill,
+        console.app_url,
+        token.get_secret_value(),
+        console.out,
+        console.people.name,
+        speed,
+    )
+    console.drill = session
+    await session.start()
+    return True
+
+
+def fleet_line(console: Console) -> str:
+    fleet = console.fleet
+    if fleet is None:
+        return "Clusters: KUBECONFIG and PROMETHEUS_URL as configured."
+    cells = ", ".join(fleet.cells)
+    prom = "a simulated Prometheus" if fleet.prometheus is not None else "Prometheus at PROMETHEUS_URL"
+    return (
+        f"DEMO FLEET: cells {cells} and the fleet context on local Kubernetes API emulators, with {prom}.\n"
+        f"Nothing real is touched. kubectl works too: KUBECONFIG={fleet.kubeconfig}"
+    )
 
 
 @contextlib.asynccontextmanager
-async def open_console(user: str, out: Callable[[str], None], clock: Clock | None = None) -> AsyncIterator[Console]:
-    """The emulator, the real app (and its timers) wired together; ``clock`` for a replayed session."""
-    people = Directory()
-    token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
-    console_box: list[Console] = []
-    emulator = SlackEmulator(token, lambda ev: console_box[0].show(ev), people.name)
-    await emulator.start()
-    settings = load_settings(
-        slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url, slack_app_token=None
-    )
-    rt = build_runtime(settings, clock)
-    runner, port = await start_local(rt.web, access_log=False)
-    sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)
-    console = Console(rt.services, out, people, user)
-    console_box.append(console)
-    console.attach(emulator, sender)
+async def open_console(
+    user: str,
+    out: Callable[[str], None],
+    clock: Clock | None = None,
+    *,
+    demo: bool = True,
+    alert_token: bool = False,
+) -> AsyncIterator[Console]:
+    """The emulator, the real app (and its timers) wired together; ``clock`` for a replayed session.
+    With ``demo`` and no KUBECONFIG, the demo fleet (and, with no PROMETHEUS_URL, its simulated
+    Prometheus) stands in for the clusters. With ``alert_token`` and no ALERTMANAGER_TOKEN, a random
+    one is made for the run, so a drill's alerts pass the webhook's real bearer check."""
+    async with contextlib.AsyncExitStack() as stack:  # closes in reverse: app, fleet, emulator
+        people = Directory()
+        token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
+        console_box: list[Console] = []
+        emulator = SlackEmulator(token, lambda ev: console_box[0].show(ev), people.name)
+        await emulator.start()
+        stack.push_async_callback(emulator.stop)
+        settings = load_settings(
+            slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url, slack_app_token=None
+        )
+        fleet = None
+        if demo and settings.kubeconfig is None and (missing := demo_unavailable()):
+            out(f"No demo fleet: {missing}. Levers will answer that there is no kube config.")
+        elif demo and settings.kubeconfig is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="firebreak-demo-")))
+            policy = load_policy(settings.firebreak_policy_dir)
+            fleet = await stack.enter_async_context(demo_fleet(policy, workdir, prometheus=not settings.prometheus_url))
+            update: dict[str, object] = {"kubeconfig": fleet.kubeconfig}
+            if fleet.prometheus is not None:
+                update["prometheus_url"] = fleet.prometheus.url
+            settings = settings.model_copy(update=update)
 
-    tasks = [asyncio.create_task(rt.services.scheduler.run())]  # the app's timers, as `serve` runs them
-    try:
-        yield console
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await sender.close()
-        await runner.cleanup()
-        await emulator.stop()
-        await rt.services.redis.aclose()
+        if alert_token and settings.alertmanager_token is None:
+            settings = settings.model_copy(update={"alertmanager_token": SecretStr(secrets.token_urlsafe(24))})
+        rt = build_runtime(settings, clock)
+        stack.push_async_callback(rt.services.redis.aclose)
+        runner, port = await start_local(rt.web, access_log=False)
+        stack.push_async_callback(runner.cleanup)
+        sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)
+        stack.push_async_callback(sender.close)
+        console = Console(rt.services, out, people, user, fleet)
+        console.app_url = f"http://127.0.0.1:{port}"
+        console_box.append(console)
+        console.attach(emulator, sender)
+
+        scheduler = asyncio.create_task(rt.services.scheduler.run())  # the app's timers, as `serve` runs them
+        try:
+            yield console
+        finally:
+            # Stopped as `serve` stops it, not cancelled: a cancel landing as the loop's
+            # asyncio.timeout(0) expires is swallowed on Python 3.11, and the loop ran on forever.
+            await rt.services.scheduler.stop(SCHEDULER_GRACE_S)
+            scheduler.cancel()
+            await asyncio.gather(scheduler, return_exceptions=True)

@@ -12,13 +12,18 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.console import audit_view, forms, signed
 from bot.console.emulator import Event, SlackEmulator
 from bot.console.people import Directory
 from bot.console.render import Renderer
 from bot.core.services import Services
+from bot.demo.drills import seconds
+from bot.demo.fleet import DemoFleet
+
+if TYPE_CHECKING:
+    from bot.console.drill import DrillSession
 
 HELP = """\
 Type what you would type in Slack, plus a few console commands:
@@ -30,9 +35,13 @@ Type what you would type in Slack, plus a few console commands:
   as @alice | user U2     act as someone else
   channel [name|N]        show the channels, or switch to one (declare switches you automatically)
   audit                   print the audit log and check its hash chain
+  wait <seconds>          let time pass (a script's way to let a drill's timeline move)
+  wait +1m30s | wait end  with a drill: until its clock reaches +1m30s (or every step ran)
+  drill | drill end       with a drill: where it is; end it now and print its report
   help                    this text
   quit                    leave (state lives in memory unless REDIS_URL is set)"""
 
+MAX_WAIT_S = 3600.0  # `wait`: an hour at most (a drill at real time is minutes long)
 WAIT_S = 30.0  # a line that has not finished by then is reported, not waited on forever
 REPLY_GRACE_S = 2.0  # after the audit entry, how long a reply may still be in flight
 
@@ -47,8 +56,11 @@ class Pending:
 
 
 class Console:
-    def __init__(self, svc: Services, out: Callable[[str], None], directory: Directory, user: str) -> None:
+    def __init__(
+        self, svc: Services, out: Callable[[str], None], directory: Directory, user: str, fleet: DemoFleet | None = None
+    ) -> None:
         self.svc = svc
+        self.fleet = fleet  # the demo fleet, when the console brought one
         self.out = out
         self.people = directory
         self.user = directory.resolve(user) or "UYOU"
@@ -61,6 +73,8 @@ class Console:
         self.form_errors = False
         self._keys = itertools.count(1)
         self._pending: dict[str, Pending] = {}
+        self.app_url = ""  # the app's own HTTP server (the drill posts its alerts there)
+        self.drill: DrillSession | None = None  # the game-day drill running, if any
 
     def attach(self, emulator: SlackEmulator, sender: signed.Sender) -> None:
         self.emulator, self.sender = emulator, sender
@@ -138,6 +152,10 @@ class Console:
             return self._switch(rest.strip())
         if word == "audit":
             return await self._audit()
+        if word == "wait":
+            return await self._wait(rest.strip())
+        if word == "drill":
+            return await self._drill(rest.strip())
         if word in ("say", "type", "submit", "cancel"):
             return await _forms(self, word, rest.strip())
         if word == "help":
@@ -284,6 +302,37 @@ class Console:
 
     async def _audit(self) -> bool:
         return await audit_view.show(self.svc, self.out, self.people)
+
+    async def _wait(self, arg: str) -> bool:
+        usage = "Usage: `wait <seconds>`, or with a drill `wait +1m30s` (its clock) or `wait end`."
+        if arg.startswith("+") or arg == "end":
+            if self.drill is None:
+                return self._fail("No drill is running: `wait +…` and `wait end` follow a drill's clock.")
+            try:
+                offset = None if arg == "end" else seconds(arg[1:])
+            except ValueError:
+                return self._fail(usage)
+            await self.drill.wait_until(offset)
+            return True
+        try:
+            secs = float(arg)
+        except ValueError:
+            return self._fail(usage)
+        if not 0 <= secs <= MAX_WAIT_S:
+            return self._fail(f"`wait` takes 0 to {MAX_WAIT_S:g} seconds.")
+        await asyncio.sleep(secs)
+        return True
+
+    async def _drill(self, arg: str) -> bool:
+        if self.drill is None:
+            return self._fail("No drill is running. Start one with `firebreak console --drill NAME`.")
+        if arg == "end":
+            await self.drill.end("ended by `drill end`")
+            return True
+        if arg:
+            return self._fail("Usage: `drill` (where it is) or `drill end`.")
+        self.drill.status()
+        return True
 
 
 async def _forms(console: Console, word: str, rest: str) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
+from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 

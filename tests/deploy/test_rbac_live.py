@@ -1,5 +1,5 @@
 """Every lever, and `changed`, against the fake API server with ONLY the rules of the rendered
-ClusterRole (tests/fakes/kube answers 403 as RBAC would): dry run, pull, verify and undo each, and
+ClusterRole (bot/demo/kube answers 403 as RBAC would): dry run, pull, verify and undo each, and
 nothing is forbidden. And every permission the ClusterRole grants is used by some call: the grant is
 exactly what the code does, checked on the wire as well as against the declared `needs`."""
 
@@ -11,12 +11,12 @@ import re
 import pytest
 import yaml
 
+from bot.demo.kube import FakeKubeCluster, Rule, samples
+from bot.demo.kube.auth import request_info
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
 from tests.deploy.manifests import Grant, of_kind, render, rule_grants
-from tests.fakes.kube import FakeKubeCluster, Rule, samples
-from tests.fakes.kube.auth import request_info
 from tests.levers.helpers import MODEL, OPS, SEC, replace_hook, say
 
 NS = "serve-chat"

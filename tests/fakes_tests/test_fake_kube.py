@@ -1,4 +1,4 @@
-"""Tests for the fake Kubernetes API server (tests/fakes/kube), exercised
+"""Tests for the fake Kubernetes API server (bot/demo/kube), exercised
 over real HTTP through kubernetes_asyncio and kubectl (required: the reference
 client; a missing kubectl fails these tests, it does not skip them)."""
 
@@ -15,7 +15,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.fakes.kube import FAKE_TOKEN, FakeKubeCluster, samples, write_kubeconfig
+from bot.demo.kube import FAKE_TOKEN, FakeKubeCluster, samples, write_kubeconfig
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

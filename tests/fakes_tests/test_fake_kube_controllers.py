@@ -12,8 +12,8 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
-from tests.fakes.kube.controllers import workload_name
+from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
+from bot.demo.kube.controllers import workload_name
 from tests.fakes_tests.test_fake_kube import (
     MERGE,
     kubectl,

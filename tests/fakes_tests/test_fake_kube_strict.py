@@ -13,7 +13,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.fakes.kube import FAKE_TOKEN, FakeKubeCluster, Rule, samples, write_kubeconfig
+from bot.demo.kube import FAKE_TOKEN, FakeKubeCluster, Rule, samples, write_kubeconfig
 from tests.fakes_tests.test_fake_kube import (
     KUEUE,
     MERGE,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 
-CRDS = Path(__file__).resolve().parents[1] / "fakes" / "kube" / "crds"
+from bot.demo.kube import default_crd_dir
+
+CRDS = default_crd_dir()
 
 
 def test_vendored_crds_match_the_recorded_upstream_sha256():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.conftest import T0
-from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.harness import RunningApp, start_app
 from tests.levers.helpers import Cells
 from tests.support.prometheus import PrometheusServer, ensure_services_installed, ttft_scenario

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.levers.helpers import OPS, Cells, comparable, kubectl, patches, say
 
 OLD_KUEUE = {"clusterqueues.kueue.x-k8s.io": ["v1beta1"], "workloads.kueue.x-k8s.io": ["v1beta1"]}

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 
 from bot.clock import hhmm
+from bot.demo.kube import ApiError
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import ApiError
 from tests.levers.helpers import MODEL, OPS, SEC, channel_texts, comparable, say
 
 CQ = r"/clusterqueues/research-h100$"

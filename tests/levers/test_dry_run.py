@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from bot.demo.kube.auth import Rule
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube.auth import Rule
 from tests.levers.helpers import MODEL, OPS, say
 
 

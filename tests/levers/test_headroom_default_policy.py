@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.demo.kube import samples
 from levers.store import lever_store
 from tests.conftest import T0
-from tests.fakes.kube import samples
 from tests.levers.helpers import OPS, patches, say
 from tests.support.prometheus import (
     TTFT_METRIC,

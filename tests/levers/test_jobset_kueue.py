@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from bot.demo.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import samples
 from tests.levers.helpers import OPS, PROVENANCE, comparable, kubectl, patches, say
 
 NS, NAME = "train-llm", "pretrain-405b"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.demo.kube import FakeKubeCluster, default_crd_dir, samples, write_kubeconfig
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import FakeKubeCluster, default_crd_dir, samples, write_kubeconfig
 from tests.levers.conftest import seed_cell
 from tests.levers.helpers import OPS, Cells, comparable, kubectl, patches, say
 

@@ -4,9 +4,9 @@ goes (the gateway's own default can't be read, and `none` can't widen it)."""
 
 from __future__ import annotations
 
+from bot.demo.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import samples
 from tests.levers.helpers import SEC, patches, say
 
 CM = ("configmap", "toolgw-flags", "toolgw")

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.demo.kube import FAKE_TOKEN, FakeKubeCluster, samples
+from bot.demo.kube.kubeconfig import cluster_entry
 from levers.kube import FIELD_MANAGER, Kube, KubeError
 from levers.plan import JSON_PATCH, MERGE, ApiCall
 from tests.conftest import audit_entries
-from tests.fakes.kube import FAKE_TOKEN, FakeKubeCluster, samples
-from tests.fakes.kube.kubeconfig import cluster_entry
 from tests.levers.helpers import OPS, say
 
 PLUGIN = Path(__file__).resolve().parent / "exec_plugin.py"

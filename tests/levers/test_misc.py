@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from bot.demo.kube import samples
 from bot.policy.loader import PolicyError, load_policy
 from levers.kube import kube_for
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import samples
 from tests.harness import start_app
 from tests.levers.conftest import write_policy
 from tests.levers.helpers import MODEL, OPS, channel_texts, say

@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
+from bot.demo.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import samples
 from tests.levers.helpers import OPS, kubectl, patches, say
 
 NODE = "gpu-a3-0001"

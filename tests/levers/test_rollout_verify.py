@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
+from bot.demo.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
-from tests.fakes.kube import samples
 from tests.levers.helpers import MODEL, say
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.demo.kube import samples
 from levers import hooks
 from levers.base import Ctx, Target, params_of
 from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.kube import KubeError, kube_for
 from levers.store import lever_store
-from tests.fakes.kube import samples
 from tests.levers.helpers import OPS, comparable, patches, replace_hook, say
 from tests.support.ports import free_port
 

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.tls import make_tls
+from .pki import make_tls
 
 _lock = threading.Lock()
 _made: FakePKI | None = None

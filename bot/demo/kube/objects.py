@@ -446,7 +446,7 @@ class Objects:
             raise ValueError(decode_error)
         ns = (meta.get("namespace") or "default") if rt.namespaced else None
         self._bind_namespace(rt, new, ns)
-        if rt.namespaced and self.store.get(self.registry.by_name("namespaces"), None, ns) is None:
+        if ns is not None and self.store.get(self.registry.by_name("namespaces"), None, ns) is None:
             self.seed(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}}
             )

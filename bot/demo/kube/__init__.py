@@ -1,4 +1,5 @@
-"""Fake Kubernetes API server for Firebreak tests.
+"""A Kubernetes API emulator: the demo fleet's clusters (bot/demo/fleet.py) and the tests' fake API
+server are this one package, so the console behaves exactly as the tests check.
 
 async with FakeKubeCluster("us-east-3") as cell:       # https, bearer token FAKE_TOKEN
     cell.put(samples.cluster_queue())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import copy
 import json
 import os
@@ -121,9 +122,11 @@ class FakeKubeCluster:
         self.store = Store()
         self.objects = Objects(self.registry, self.store)
         self.requests: list[Recorded] = []
+        # The tests read the request log; a long-running demo turns it off so it doesn't grow.
+        self.record_requests = True
         self.warnings: list[str] = []  # Warning headers sent (e.g. pruned unknown fields)
-        self._fails: list[_Fault] = []
-        self._delays: list[_Fault] = []
+        self._fails: builtins.list[_Fault] = []
+        self._delays: builtins.list[_Fault] = []
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
         self.objects.seed(
@@ -231,7 +234,7 @@ class FakeKubeCluster:
         rt = self._rt(kind_or_plural)
         self.store.delete(rt, (namespace or "default") if rt.namespaced else None, name)
 
-    def find_requests(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
+    def find_requests(self, method: str | None = None, path_regex: str | None = None) -> builtins.list[Recorded]:
         return [
             r
             for r in self.requests
@@ -277,7 +280,7 @@ class FakeKubeCluster:
     # ----------------------------------------------------------- HTTP
 
     @staticmethod
-    def _take(faults: list[_Fault], method: str, path: str) -> _Fault | None:
+    def _take(faults: builtins.list[_Fault], method: str, path: str) -> _Fault | None:
         for f in faults:
             if f.matches(method, path):
                 f.times -= 1
@@ -295,7 +298,8 @@ class FakeKubeCluster:
             _parse_recorded_body(raw, ctype),
             dict(request.headers),
         )
-        self.requests.append(rec)
+        if self.record_requests:
+            self.requests.append(rec)
         delay = self._take(self._delays, request.method, request.path)
         if delay:
             await asyncio.sleep(delay.seconds)

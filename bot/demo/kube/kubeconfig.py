@@ -23,8 +23,9 @@ def cluster_entry(url: str) -> dict:
     return entry
 
 
-def write_kubeconfig(path: Path, clusters: dict[str, str]) -> Path:
-    """clusters: {cluster/context name: server URL}. First entry is current-context."""
+def write_kubeconfig(path: Path, clusters: dict[str, str], token: str = FAKE_TOKEN) -> Path:
+    """clusters: {cluster/context name: server URL}. First entry is current-context. ``token``: the
+    bearer token the servers accept (the demo fleet makes one per run)."""
     path = Path(path)
     names = list(clusters)
     cfg = {
@@ -32,7 +33,7 @@ def write_kubeconfig(path: Path, clusters: dict[str, str]) -> Path:
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": n, "cluster": cluster_entry(url)} for n, url in clusters.items()],
-        "users": [{"name": FAKE_USER, "user": {"token": FAKE_TOKEN}}],
+        "users": [{"name": FAKE_USER, "user": {"token": token}}],
         "contexts": [{"name": n, "context": {"cluster": n, "user": FAKE_USER}} for n in names],
         "current-context": names[0] if names else "",
     }
