@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--drill", metavar="NAME", help="replay a game-day drill on the demo fleet (`--drill list` names them)"
     )
     c.add_argument(
-        "--speed", type=_speed, default=1.0, help="drill speed: 1 is real time (default), 10 ten times faster"
+        "--speed", type=_speed, default=None, help="drill speed: 1 is real time (default), 10 ten times faster"
     )
     a = sub.add_parser("audit", help="the hash-chained audit log")
     asub = a.add_subparsers(dest="audit_cmd", required=True)
@@ -72,26 +72,35 @@ def _console(args: argparse.Namespace) -> int:
     from bot.console.main import run_console
 
     drill = None
+    if args.drill is None and args.speed is not None:
+        print(
+            "firebreak: --speed sets a drill's pace: use it with --drill NAME (`--drill list` names them)",
+            file=sys.stderr,
+        )
+        return 2
     if args.drill is not None:
         from bot.demo.drills import DrillError, drills, get
 
-        if args.drill == "list":
-            for d in drills().values():
-                print(f"{d.name:<18} {d.title}: {d.summary}")
-            return 0
         try:
+            if args.drill == "list":
+                for d in drills().values():
+                    print(f"{d.name:<18} {d.title}: {d.summary}")
+                return 0
             drill = get(args.drill)
         except DrillError as exc:
             print(f"firebreak: {exc}", file=sys.stderr)
             return 2
-        if os.environ.get("KUBECONFIG"):
+        # A drill changes the clusters and moves Prometheus's figures: only the demo fleet's.
+        configured = [v for v in ("KUBECONFIG", "PROMETHEUS_URL") if os.environ.get(v)]
+        if configured:
             print(
-                "firebreak: --drill runs only on the demo fleet, and KUBECONFIG is set: a drill changes the "
-                "clusters it runs on. Unset KUBECONFIG to drill on the demo fleet.",
+                f"firebreak: --drill runs only on the demo fleet, and {' and '.join(configured)} "
+                f"{'is' if len(configured) == 1 else 'are'} set: a drill changes the clusters and the figures "
+                f"it runs on. Unset {' and '.join(configured)} to drill on the demo fleet.",
                 file=sys.stderr,
             )
             return 2
-    return asyncio.run(run_console(args.user, args.script, drill, args.speed))
+    return asyncio.run(run_console(args.user, args.script, drill, args.speed or 1.0))
 
 
 async def export(log: AuditLog, incident: str | None, out: TextIO) -> None:

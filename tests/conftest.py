@@ -8,6 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.clock import ManualClock
+from bot.demo.kube import tls
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 from tests.support.redis_server import RedisServer
@@ -26,6 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
 # FIREBREAK_TEST_REDIS=cluster runs the tests that take `redis_url` against a three-master Redis
 # Cluster instead of one server (.ci/run's cluster step): the product's own client, the same tests.
 ON_CLUSTER = os.environ.get("FIREBREAK_TEST_REDIS") == "cluster"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_key_material_left() -> Iterator[None]:
+    """The Kubernetes emulator's throwaway CA and key go with the test process."""
+    yield
+    tls.discard()
 
 
 @pytest.fixture(scope="session")

@@ -142,9 +142,23 @@ class DrillSession:
             + ("; ended" if self.ended else "")
         )
 
-    async def wait_until(self, offset: float | None) -> None:
-        """Until the drill clock passes ``offset`` (None: every step ran) and its steps are done."""
-        await self.runner.wait_until(self.drill.length if offset is None else offset)
+    async def wait_until(self, offset: float | None) -> str | None:
+        """Until the drill clock passes ``offset`` (None: every step ran) and its steps are done.
+        Returns why it could not wait: the drill ended, or its timeline stopped (a step failed)."""
+        if self.ended:
+            return "The drill has ended: there is no clock left to wait for."
+        runner = self._tasks[0]
+        waiting = asyncio.create_task(self.runner.wait_until(self.drill.length if offset is None else offset))
+        await asyncio.wait({waiting, runner}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done() and not runner.cancelled() and runner.exception() is None:
+            await waiting  # the timeline ran to its end; a wait past it runs out on its own
+        if waiting.done():
+            return None
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        if runner.cancelled():
+            return "The drill has ended: there is no clock left to wait for."
+        return f"The drill's timeline stopped: {runner.exception()!r}"[:200]
 
     # the end -----------------------------------------------------------------------------------
     async def end(self, why: str) -> None:

@@ -21,6 +21,7 @@ from bot.console.session import Console
 from bot.console.signed import Sender
 from bot.demo.drills import Drill
 from bot.demo.fleet import demo_fleet, demo_unavailable
+from bot.demo.kube import tls
 from bot.policy import load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local
@@ -83,6 +84,14 @@ async def run_console(user: str, script: str | None, drill: Drill | None = None,
         except OSError as exc:
             print(f"firebreak: cannot read script {script}: {exc.strerror}", file=sys.stderr)
             return 2
+    try:
+        return await _run(user, lines, drill, speed)
+    finally:
+        # The demo fleet's throwaway CA and server key: gone with the console, like the fleet.
+        await asyncio.to_thread(tls.discard)
+
+
+async def _run(user: str, lines: list[str] | None, drill: Drill | None, speed: float) -> int:
     async with open_console(user, _say, alert_token=drill is not None) as console:
         settings = console.svc.settings
         store = (

@@ -312,8 +312,8 @@ class Console:
                 offset = None if arg == "end" else seconds(arg[1:])
             except ValueError:
                 return self._fail(usage)
-            await self.drill.wait_until(offset)
-            return True
+            stopped = await self.drill.wait_until(offset)
+            return True if stopped is None else self._fail(stopped)
         try:
             secs = float(arg)
         except ValueError:

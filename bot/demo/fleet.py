@@ -29,7 +29,7 @@ log = logs.get(__name__)
 CELLS = ("us-east-1", "us-east-2", "us-east-3")
 # GPU nodes per cell: gpu-a3-0101 … gpu-a3-0140. With the default budget (at most 10% of a cell's
 # GPU nodes quarantined) four may be quarantined, so the hourly rate budget (3) is what stops a
-# storm first, as the seeds' XID drill expects.
+# storm first: the xid-storm drill's fourth quarantine is refused by it.
 NODES_PER_CELL = 40
 DRIVER = "550.127.08"
 NODE_IMAGE = "cos-gpu-2026-11-03"

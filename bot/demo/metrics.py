@@ -109,6 +109,9 @@ class FleetMetrics:
             i = bisect.bisect_right(times, t)
             return self._values[(cell, name)][i - 1] if i else HEALTHY[name]
 
+    def is_derived(self, name: str) -> bool:
+        return name in self._derived
+
     def derive(self, name: str, fn: Derivation) -> None:
         """Compute ``name`` live with ``fn(cell)`` from now on (see the module docstring: no
         history; None means no series). Changes ``set`` before are dropped."""

@@ -237,6 +237,20 @@ async def test_a_derived_figure_answers_its_source_now_and_none_is_no_data(prom,
         metrics.set("us-east-1", "quarantined", 0.5)
 
 
+async def test_a_derived_figure_is_read_once_per_range_query(prom, metrics, policy):
+    reads: list[str] = []
+
+    def source(cell: str) -> float:
+        reads.append(cell)
+        return 0.05
+
+    metrics.derive("quarantined", source)
+    got = await prom.query_range(triage_text(policy, "quarantined", "us-east-1"), T0 - 3600, T0, 15)
+    assert isinstance(got, Matrix) and len(got.series[0].points) == 241
+    assert {v for _, v in got.series[0].points} == {0.05}
+    assert reads == ["us-east-1"]
+
+
 async def test_a_derived_source_that_fails_is_a_failed_query_not_a_number(prom, metrics, policy):
     def broken(cell: str) -> float:
         raise ConnectionError("emulator gone")

@@ -5,6 +5,7 @@ as console lines, and the end report times them and prints the postmortem draft.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator
@@ -336,3 +337,29 @@ async def test_wait_and_drill_without_a_drill_say_so(no_clusters):
         assert "Usage: `wait <seconds>`" in await _run(c, out, "wait soon", ok=False)
         assert "0 to 3600 seconds" in await _run(c, out, "wait 7200", ok=False)
         await _run(c, out, "wait 0.05")
+
+
+async def test_waiting_on_a_drill_that_ended_says_so_instead_of_hanging(no_clusters):
+    out: list[str] = []
+    async with drilling("registry-blackout", out) as c:
+        await _run(c, out, "drill end")
+        said = await asyncio.wait_for(_run(c, out, "wait end", ok=False), 5)
+        assert "The drill has ended" in said
+        said = await asyncio.wait_for(_run(c, out, "wait +3m", ok=False), 5)
+        assert "The drill has ended" in said
+
+
+async def test_a_wait_past_the_last_step_runs_out_on_its_own(no_clusters):
+    out: list[str] = []
+    async with drilling("xid-storm", out) as c:
+        last = max(s.offset for s in get("xid-storm").steps)
+        await asyncio.wait_for(_run(c, out, f"wait +{int(last) + 30}s"), 30)
+        assert c.drill is not None and c.drill.runner.offset() >= last + 30
+
+
+def test_speed_without_a_drill_and_a_drill_under_prometheus_url_are_refused():
+    out = run_cli("console", "--speed", "5")
+    assert out.returncode == 2 and "use it with --drill NAME" in out.stderr
+    out = run_cli("console", "--drill", "xid-storm", env={"PROMETHEUS_URL": "http://127.0.0.1:9"})
+    assert out.returncode == 2
+    assert "PROMETHEUS_URL is set" in out.stderr and "Unset PROMETHEUS_URL" in out.stderr

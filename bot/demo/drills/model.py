@@ -5,9 +5,9 @@ field's path instead of half-running."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot.demo.metrics import FIGURES
 
@@ -32,6 +32,16 @@ def clock(offset: float) -> str:
     return f"+{h}:{m:02d}:{s:02d}" if h else f"+{m}:{s:02d}"
 
 
+def _known_figure(v: str) -> str:
+    if v not in FIGURES:
+        raise ValueError(f"unknown figure {v!r}; one of {', '.join(FIGURES)}")
+    return v
+
+
+# A figure the simulated Prometheus answers with (bot/demo/metrics.py).
+Figure = Annotated[str, AfterValidator(_known_figure)]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,16 +51,9 @@ class Condition(BaseModel):
     the postmortem finds when it became true): ``figure op threshold`` on the alert's cell."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    figure: str
+    figure: Figure
     op: Literal[">", ">=", "<", "<="]
     threshold: float
-
-    @field_validator("figure")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in FIGURES:
-            raise ValueError(f"unknown figure {v!r}; one of {', '.join(FIGURES)}")
-        return v
 
 
 class AlertSpec(Strict):
@@ -81,15 +84,8 @@ class Webhook(Strict):
 
 class MetricSet(Strict):
     cell: str
-    figure: str
+    figure: Figure
     value: float
-
-    @field_validator("figure")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in FIGURES:
-            raise ValueError(f"unknown figure {v!r}; one of {', '.join(FIGURES)}")
-        return v
 
 
 class NodeCondition(Strict):

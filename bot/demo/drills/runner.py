@@ -96,7 +96,10 @@ class Runner:
     async def _step(self, step: Step) -> None:
         at = step.offset
         for m in step.metrics:
-            self.fleet.metrics.set(m.cell, m.figure, m.value)
+            try:
+                self.fleet.metrics.set(m.cell, m.figure, m.value)
+            except ValueError as exc:  # a cell the fleet doesn't have, a figure read live: say so, go on
+                self._note("error", f"figure not moved: {exc}", at)
         if step.metrics:
             moved = ", ".join(f"{m.figure} {m.value:g} in {m.cell}" for m in step.metrics)
             self.events.append(DrillEvent(time.time(), at, "metrics", f"figures: {moved}"))

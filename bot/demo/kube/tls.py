@@ -7,6 +7,7 @@ The key material is made at first use with the openssl CLI in a private temp dir
 
 from __future__ import annotations
 
+import shutil
 import ssl
 import tempfile
 import threading
@@ -52,3 +53,13 @@ def pki() -> FakePKI:
 def made() -> FakePKI | None:
     """The PKI if a cluster already made it (kubeconfig writing must not block to make one)."""
     return _made
+
+
+def discard() -> None:
+    """Remove the CA and server key (a process that made them for the demo fleet, at exit). The
+    next cluster started makes new ones."""
+    global _made
+    with _lock:
+        if _made is not None:
+            shutil.rmtree(_made.dir, ignore_errors=True)
+            _made = None
