@@ -21,6 +21,7 @@ Upstream references (by function, so they can be re-checked):
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import copy
 import hashlib
@@ -166,7 +167,7 @@ def build_workload(jobset: dict, version: str = "v1beta2") -> dict:
 # ------------------------------------------------------------------ controllers
 
 
-class Controller:
+class Controller(abc.ABC):
     """A reconcile loop over the fake's store. `reconcile()` runs one pass synchronously."""
 
     name = "controller"
@@ -201,8 +202,9 @@ class Controller:
             return None
         return None
 
+    @abc.abstractmethod
     def reconcile(self) -> None:
-        raise NotImplementedError
+        """One pass over the objects this controller owns (called every ``interval``)."""
 
     # helpers: read/write in the storage version, as the controller's typed client would
     def _type(self, name: str) -> ResourceType | None:
