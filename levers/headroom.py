@@ -12,7 +12,6 @@ clock's now.
 from __future__ import annotations
 
 import math
-from string import Template
 
 from bot import logs
 from bot.core.services import Services
@@ -89,7 +88,7 @@ async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float]:
     prom = Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=pol.timeout_seconds)
     out: dict[str, float] = {}
     for cell in cells:
-        promql = Template(pol.query).safe_substitute(cell=cell)
+        promql = pol.render(cell)
         values = _values(cell, await prom.query(promql, svc.clock.now()))
         if not values:
             raise LeverRefusal(

@@ -34,7 +34,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
-from string import Template
 from typing import Self
 
 from aiohttp import web
@@ -256,12 +255,6 @@ def normalize(expr: str) -> str:
     return " ".join(expr.split())
 
 
-def promql_string(value: str) -> str:
-    """``value`` inside a PromQL double-quoted string, as `/incident triage` writes the taint key
-    (bot/triage/rules.py; the demo may not import the domain, so it is repeated here)."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 @dataclass(frozen=True)
 class Source:
     """One series an expression answers: ``cell``'s figure ``name``, when ``op threshold`` holds
@@ -285,13 +278,13 @@ def policy_expressions(policy: Policy, cells: tuple[str, ...]) -> dict[str, list
         if all(s.cell != src.cell for s in have):  # the same text asked twice is one answer
             have.append(src)
 
-    taint_key = promql_string(policy.levers.node_quarantine.taint_key)
+    taint_key = policy.levers.node_quarantine.taint_key
     for q in policy.queries.queries:
         if q.name in FIGURES:  # a query of a custom policy the fleet has no figure for stays unknown
             for cell in cells:
-                add(Template(q.query).safe_substitute(cell=cell, taint_key=taint_key), Source(cell, q.name))
+                add(q.render(cell, taint_key), Source(cell, q.name))
     for cell in cells:
-        add(Template(policy.levers.headroom.query).safe_substitute(cell=cell), Source(cell, "burn_fast"))
+        add(policy.levers.headroom.render(cell), Source(cell, "burn_fast"))
         add(policy.queries.changed.demand.query, Source(cell, "demand"))
     return out
 

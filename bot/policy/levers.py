@@ -6,6 +6,7 @@ Only pydantic here: the levers import this, not the other way round.
 from __future__ import annotations
 
 import itertools
+from string import Template
 
 from pydantic import Field, field_validator, model_validator
 
@@ -73,6 +74,10 @@ class HeadroomPolicy(Strict):
         if "$cell" not in v:
             raise ValueError("the headroom query must contain $cell (the receiving cell)")
         return v
+
+    def render(self, cell: str) -> str:
+        """The PromQL sent for receiving ``cell``."""
+        return Template(self.query).safe_substitute(cell=cell)
 
 
 class QuarantinePolicy(Strict):

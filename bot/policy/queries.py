@@ -43,6 +43,11 @@ def _placeholders(query: str, allowed: tuple[str, ...]) -> str:
     return query
 
 
+def promql_string(value: str) -> str:
+    """``value`` safe inside a PromQL double-quoted string."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class TriageQuery(Strict):
     name: str  # a short id (snake_case), for logs and the audit
     title: str = Field(min_length=1, max_length=24)  # the table's row label
@@ -63,6 +68,10 @@ class TriageQuery(Strict):
         if "$cell" not in v and "${cell}" not in v:
             raise ValueError("the query must contain $cell: it runs once per cell of the incident")
         return v
+
+    def render(self, cell: str, taint_key: str) -> str:
+        """The PromQL sent for ``cell`` (triage asks it; the demo's Prometheus knows it by this text)."""
+        return Template(self.query).safe_substitute(cell=cell, taint_key=promql_string(taint_key))
 
 
 class DemandPolicy(Strict):

@@ -95,11 +95,6 @@ def table(head: str, columns: Sequence[str], rows: Sequence[tuple[str, Sequence[
     return "\n".join(line.rstrip() for line in lines)
 
 
-def promql_string(value: str) -> str:
-    """``value`` safe inside a PromQL double-quoted string."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 # ------------------------------------------------------------------------------- what changed
 
 

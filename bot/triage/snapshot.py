@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from string import Template
 
 from bot import logs
 from bot.chat import ChatError
@@ -40,10 +39,6 @@ class Row:
     figures: dict[str, rules.Figure]  # by cell
 
 
-def _render(q: TriageQuery, cell: str, taint_key: str) -> str:
-    return Template(q.query).safe_substitute(cell=cell, taint_key=rules.promql_string(taint_key))
-
-
 async def _ask(prom: Prometheus, promql: str, at: float, timeout: float) -> Result:
     try:
         return await asyncio.wait_for(prom.query(promql, at, timeout), timeout + GRACE_SECONDS)
@@ -62,7 +57,7 @@ async def run(svc: Services, cells: list[str]) -> tuple[float, list[Row]]:
     at = svc.clock.now()
     asks = [(q, cell) for q in pol.queries for cell in cells]
     answers = await asyncio.gather(
-        *(_ask(prom, _render(q, cell, taint_key), at, pol.timeout_seconds) for q, cell in asks)
+        *(_ask(prom, q.render(cell, taint_key), at, pol.timeout_seconds) for q, cell in asks)
     )
     figures: dict[str, dict[str, rules.Figure]] = {q.name: {} for q in pol.queries}
     for (q, cell), got in zip(asks, answers, strict=True):

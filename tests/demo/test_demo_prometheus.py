@@ -18,6 +18,7 @@ from bot.clock import ManualClock
 from bot.demo.metrics import FIGURES, HEALTHY, FleetMetrics
 from bot.demo.prometheus import NOT_SIMULATED, TOO_MANY_POINTS, DemoPrometheus, format_timestamp, format_value
 from bot.policy import load_policy
+from bot.policy.queries import promql_string
 from bot.policy.sections import Policy
 from bot.postmortem import impact
 from bot.prom import Failed, Matrix, Prometheus, Vector, Why
@@ -68,7 +69,7 @@ def prom(demo: DemoPrometheus) -> Prometheus:
 def triage_text(policy: Policy, name: str, cell: str) -> str:
     """A triage query as `/incident triage` sends it (bot/triage/snapshot.py)."""
     q = next(q for q in policy.queries.queries if q.name == name)
-    taint_key = rules.promql_string(policy.levers.node_quarantine.taint_key)
+    taint_key = promql_string(policy.levers.node_quarantine.taint_key)
     return Template(q.query).safe_substitute(cell=cell, taint_key=taint_key)
 
 
