@@ -48,6 +48,20 @@ async def _run(c: Console, out: list[str], line: str, ok: bool = True) -> str:
     return "\n".join(out[start:])
 
 
+async def _take_the_incident(c: Console, out: list[str], **seats: str) -> None:
+    """Go to the incident the drill's alert opened, take the IC seat as alice, fill the other seats."""
+    await _run(c, out, "channel 2")
+    await _run(c, out, "/incident role ic @alice")
+    for role, person in seats.items():
+        await _run(c, out, f"/incident role {role} @{person}")
+
+
+def _last_button(out: list[str], label: str) -> str:
+    found = re.findall(rf"\[(\d+)\] {label}\b", "\n".join(out))
+    assert found, f"no [{label}] button"
+    return found[-1]
+
+
 def _report(out: list[str]) -> str:
     text = "\n".join(out)
     assert "━━ Drill " in text and " ended at " in text, text[-3000:]
@@ -160,9 +174,7 @@ async def test_xid_storm_quarantines_within_budget_and_the_fourth_is_refused(no_
         assert opened["detail"]["alertnames_firing"] == {"GpuXidStorm": 1}
         assert cell.get("nodes", "gpu-a3-0133")["status"]["conditions"][-1]["type"] == "GpuXidCritical"
 
-        await _run(c, out, "channel 2")
-        await _run(c, out, "/incident role ic @alice")
-        await _run(c, out, "/incident role ops @bob")
+        await _take_the_incident(c, out, ops="bob")
         await _run(c, out, "as @bob")
         for node in ("gpu-a3-0117", "gpu-a3-0121", "gpu-a3-0124"):
             assert "applied and verified" in await _run(c, out, f"/incident lever node-quarantine {node} reason=xid79")
@@ -199,9 +211,7 @@ async def test_bad_weights_opens_a_quality_sev1_and_the_model_owner_aborts(no_cl
         assert ro["metadata"]["annotations"]["rollout.argoproj.io/revision"] == "3"
         assert ro["status"]["currentPodHash"] == "5f7d9c4b2"
 
-        await _run(c, out, "channel 2")
-        await _run(c, out, "/incident role ic @alice")
-        await _run(c, out, "/incident role model @carol")
+        await _take_the_incident(c, out, model="carol")
         said = await _run(c, out, "/incident changed")
         assert "revision 3" in said and "pod spec changed" in said
         await _run(c, out, "as @carol")
@@ -254,16 +264,13 @@ async def test_cell_drain_is_a_capacity_shift_and_route_weight_steps_with_headro
         route = c.fleet.clusters["global"]
         said = await _run(c, out, "wait +2m10s")
         assert "(CellTTFTBurnFast), firing: opened INC-1 (SEV2)" in said
-        await _run(c, out, "channel 2")
-        await _run(c, out, "/incident role ic @alice")
-        await _run(c, out, "/incident role ops @bob")
+        await _take_the_incident(c, out, ops="bob")
         said = await _run(c, out, "/incident changed")
         assert "Capacity shift, not a regression" in said and "us-east-1 drained" in said
         await _run(c, out, "as @bob")
         await _run(c, out, "/incident lever route-weight edge/chat-global backend=cell-us-east-3")
         await _run(c, out, "as @alice")
-        button = re.findall(r"\[(\d+)\] Approve\b", "\n".join(out))[-1]
-        said = await _run(c, out, f"press {button}")
+        said = await _run(c, out, f"press {_last_button(out, 'Approve')}")
         assert "applied and verified" in said
         obj = route.get("httproutes", "chat-global", "edge")
         weights = {b["name"]: b["weight"] for b in obj["spec"]["rules"][0]["backendRefs"]}
@@ -286,9 +293,7 @@ async def test_registry_blackout_freezes_keda_at_the_current_replicas(no_cluster
         cell = c.fleet.clusters["us-east-2"]
         said = await _run(c, out, "wait +1m40s")
         assert "(ImagePullFailing, VllmQueueDeep), firing: opened INC-1 (SEV2)" in said
-        await _run(c, out, "channel 2")
-        await _run(c, out, "/incident role ic @alice")
-        await _run(c, out, "/incident role ops @bob")
+        await _take_the_incident(c, out, ops="bob")
         said = await _run(c, out, "/incident triage")
         assert re.search(r"Waiting / running\s+1\.80", said), said
         await _run(c, out, "as @bob")
