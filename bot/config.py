@@ -6,7 +6,9 @@ environment at import time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,6 +38,14 @@ class Settings(BaseSettings):
     # PEM CA bundle that signed Prometheus's certificate. TLS is always verified (when unset,
     # against requests' default bundle), since Prometheus's answer gates route-weight's moves.
     prometheus_ca_file: Path | None = None
+    # Credentials for a Prometheus behind auth: a bearer token (or the file that holds it, re-read
+    # per query so a rotated token is used), or basic auth; not both.
+    prometheus_bearer_token: SecretStr | None = None
+    prometheus_bearer_token_file: Path | None = None
+    prometheus_username: str | None = None
+    prometheus_password: SecretStr | None = None
+    # Seconds per query when the caller (the policy's timeout_seconds) gives none.
+    prometheus_timeout: float = Field(default=5.0, gt=0)
     firebreak_policy_dir: Path | None = None
     alertmanager_token: SecretStr | None = None
     firebreak_stakeholder_channel: str | None = None
@@ -70,7 +80,61 @@ class Settings(BaseSettings):
             raise ValueError(f"REDIS_CA_FILE {self.redis_ca_file} is not a readable file (a PEM CA bundle)")
         return self
 
-    @field_validator("kubeconfig", "prometheus_url", "prometheus_ca_file", "redis_ca_file", mode="before")
+    @field_validator("prometheus_url")
+    @classmethod
+    def _prometheus_form(cls, v: str | None) -> str | None:
+        if v:
+            u = urlsplit(v)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ValueError(f"{v[:80]!r} is not an http:// or https:// URL (e.g. http://prometheus:9090)")
+        return v
+
+    @model_validator(mode="after")
+    def _prometheus_access(self) -> Settings:
+        bearer = [
+            n
+            for n, v in (
+                ("PROMETHEUS_BEARER_TOKEN", self.prometheus_bearer_token),
+                ("PROMETHEUS_BEARER_TOKEN_FILE", self.prometheus_bearer_token_file),
+            )
+            if v
+        ]
+        basic = [
+            n
+            for n, v in (
+                ("PROMETHEUS_USERNAME", self.prometheus_username),
+                ("PROMETHEUS_PASSWORD", self.prometheus_password),
+            )
+            if v
+        ]
+        given = bearer + basic + (["PROMETHEUS_CA_FILE"] if self.prometheus_ca_file else [])
+        if given and not self.prometheus_url:
+            raise ValueError(f"{' and '.join(given)} set but PROMETHEUS_URL is not: set it, or unset them")
+        if len(bearer) == 2:
+            raise ValueError("PROMETHEUS_BEARER_TOKEN and PROMETHEUS_BEARER_TOKEN_FILE are both set: use one")
+        if bearer and basic:
+            raise ValueError(f"{bearer[0]} and {basic[0]} are both set: use a bearer token or basic auth, not both")
+        if len(basic) == 1:
+            raise ValueError("basic auth needs both PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD")
+        for name, path, what in (
+            ("PROMETHEUS_CA_FILE", self.prometheus_ca_file, "a PEM CA bundle"),
+            ("PROMETHEUS_BEARER_TOKEN_FILE", self.prometheus_bearer_token_file, "the token"),
+        ):
+            if path is not None and not (path.is_file() and os.access(path, os.R_OK)):
+                raise ValueError(f"{name} {path} is not a readable file ({what})")
+        return self
+
+    @field_validator(
+        "kubeconfig",
+        "prometheus_url",
+        "prometheus_ca_file",
+        "prometheus_bearer_token",
+        "prometheus_bearer_token_file",
+        "prometheus_username",
+        "prometheus_password",
+        "redis_ca_file",
+        mode="before",
+    )
     @classmethod
     def _unset_if_empty(cls, v: object) -> object:
         return v or None  # PROMETHEUS_CA_FILE= (empty) means unset, not the current directory

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from aiohttp import web
@@ -29,6 +30,7 @@ from bot.incidents import capability as incidents
 from bot.incidents.store import IncidentRepo
 from bot.policy import load_policy
 from bot.postmortem import capability as postmortem
+from bot.prom.connect import BasicAuth, BearerToken, Credentials, Prometheus
 from bot.scheduler import Job, Scheduler
 from bot.schema import Migration
 from bot.server import build_web
@@ -100,10 +102,38 @@ def build_services(
         scheduler=Scheduler(r, clock, audit=audit, poll=settings.firebreak_scheduler_tick),
         registry=registry,
         incidents=IncidentRepo(r),
+        prometheus=(prom := prometheus(settings)),
     )
+    if prom is not None:
+        svc.closers.append(prom.close)
     jobs: dict[str, Callable[[Job], Awaitable[None]]] = {k: _bound(svc, h) for k, h in registry.jobs.items()}
     svc.scheduler.bind(jobs, [_bound(svc, h) for h in registry.startup])
     return svc
+
+
+def _version() -> str:
+    try:
+        return metadata.version("firebreak")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def prometheus(settings: Settings) -> Prometheus | None:
+    """The app's one Prometheus client, from PROMETHEUS_URL and its CA, credentials and timeout."""
+    if not settings.prometheus_url:
+        return None
+    credentials: Credentials | None = None
+    if settings.prometheus_bearer_token or settings.prometheus_bearer_token_file:
+        credentials = BearerToken(settings.prometheus_bearer_token, settings.prometheus_bearer_token_file)
+    elif settings.prometheus_username and settings.prometheus_password:
+        credentials = BasicAuth(settings.prometheus_username, settings.prometheus_password)
+    return Prometheus(
+        settings.prometheus_url,
+        ca_file=settings.prometheus_ca_file,
+        credentials=credentials,
+        timeout=settings.prometheus_timeout,
+        user_agent=f"firebreak/{_version()}",
+    )
 
 
 def slack_gateway(settings: Settings) -> SlackGateway:

@@ -1,12 +1,10 @@
 """Receiving cells' headroom: TTFT SLO burn over 1h from Prometheus, fail closed.
 
-The query goes through bot.prom, the app's Prometheus client. It calls Prometheus's HTTP API with
-requests (the library prometheus-api-client wraps) because the answer's resultType and Prometheus's
-own error text matter here: a scalar is one figure, a string or range vector is refused by name, a
-rejected query says why. TLS is always verified (PROMETHEUS_CA_FILE names a private CA): this answer
+The query goes through the app's one Prometheus client (``Services.prometheus``, bot.prom's port):
+a scalar is one figure, a string or range vector is refused by name, a rejected query says why in
+Prometheus's words. TLS is always verified (PROMETHEUS_CA_FILE names a private CA): this answer
 decides whether traffic moves, so an unauthenticated endpoint must not be able to say "healthy".
-Each query runs in a worker thread, off the event loop. Queries are evaluated at the injected
-clock's now.
+Queries are evaluated at the injected clock's now.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import math
 
 from bot import logs
 from bot.core.services import Services
-from bot.prom import Failed, Matrix, Prometheus, Result, Scalar, Text, Vector, Why
+from bot.prom import Failed, Matrix, Result, Scalar, Text, Vector, Why
 from levers.base import LeverRefusal
 
 log = logs.get(__name__)
@@ -40,8 +38,10 @@ def _figures(got: Vector | Scalar | Matrix | Text) -> list[float]:
 def _unusable(failed: Failed) -> str | None:
     """Why Prometheus's answer is no figure, in the headroom check's words (None: it was not reached)."""
     match failed.why:
-        case Why.CA_FILE:
+        case Why.CA_FILE | Why.TOKEN_FILE:
             return failed.detail
+        case Why.AUTH:
+            return str(failed)
         case Why.NOT_JSON:
             return f"Prometheus answered HTTP {failed.status} without the query API's JSON"
         case Why.REJECTED:
@@ -80,16 +80,15 @@ def _values(cell: str, got: Result) -> list[float]:
 async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float]:
     """TTFT burn per cell; LeverRefusal when Prometheus can't answer for every cell."""
     pol = svc.policy.levers.headroom
-    url = svc.settings.prometheus_url
-    if not url:
+    prom = svc.prometheus
+    if prom is None:
         raise LeverRefusal(
             "Headroom check needs Prometheus and PROMETHEUS_URL is not set; route-weight refuses without it."
         )
-    prom = Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=pol.timeout_seconds)
     out: dict[str, float] = {}
     for cell in cells:
         promql = pol.render(cell)
-        values = _values(cell, await prom.query(promql, svc.clock.now()))
+        values = _values(cell, await prom.query(promql, svc.clock.now(), pol.timeout_seconds))
         if not values:
             raise LeverRefusal(
                 f"Prometheus has no TTFT data for receiving cell {cell}; can't confirm headroom, so nothing changed."

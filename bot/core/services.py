@@ -13,6 +13,7 @@ from bot.config import Settings
 from bot.core.registry import Registry
 from bot.core.request import IncidentView
 from bot.policy import Policy
+from bot.prom import PromQuery
 from bot.scheduler import Scheduler
 from bot.store import Redis
 
@@ -38,6 +39,8 @@ class Services:
     scheduler: Scheduler
     registry: Registry
     incidents: IncidentLookup
+    # The one Prometheus client (bot/runtime.py builds it from settings); None: PROMETHEUS_URL is unset.
+    prometheus: PromQuery | None = None
     # What a capability opened and must close at app cleanup (bot/runtime.close), e.g. kube clients.
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _parts: dict[Any, Any] = field(default_factory=dict)

@@ -31,7 +31,6 @@ from bot.policy.roles import ROLE_TITLES, ROLES
 from bot.postmortem import figures as fig
 from bot.postmortem.impact import ImpactStart, earliest, evaluate
 from bot.postmortem.store import ActionItem, PostmortemFacts, actions, facts
-from bot.prom import Prometheus
 
 SECTIONS = ("Summary", "Timeline", "Detection gap", "Trigger and root cause", "Action items")
 SHIPPING_KINDS = ("alert", "runbook", "guardrail", "gameday")
@@ -93,13 +92,6 @@ class Gathered:
     now: float
 
 
-def prometheus(svc: Services) -> Prometheus | None:
-    url = svc.settings.prometheus_url
-    if not url:
-        return None
-    return Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=svc.policy.queries.timeout_seconds)
-
-
 async def gather(svc: Services, inc_id: str) -> Gathered:
     inc = await repo(svc).get(inc_id)
     if inc is None:
@@ -111,7 +103,7 @@ async def gather(svc: Services, inc_id: str) -> Gathered:
     if pm.impact_override is not None:
         impact = ImpactStart(pm.impact_override.at, "override", ())
     else:
-        evidence = await evaluate(prometheus(svc), alerts, svc.policy.queries.timeout_seconds)
+        evidence = await evaluate(svc.prometheus, alerts, svc.policy.queries.timeout_seconds)
         impact = earliest(evidence, inc.declared_at)
     return Gathered(inc, tuple(alerts), entries, pm, items, impact, svc.clock.now())
 

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.incidents.models import AlertRecord
 from bot.postmortem.figures import hhmm, parse_time
-from bot.prom import Failed, Matrix, Prometheus, Result, Vector, Why
+from bot.prom import Failed, Matrix, PromQuery, Result, Vector, Why
 
 LOOKBACK_S = 24 * 3600
 STEP_S = 60.0
@@ -202,7 +202,7 @@ def _merge(items: list[Evidence]) -> list[Evidence]:
     return list(out.values())
 
 
-async def _range(prom: Prometheus, expr: str, starts_at: float, timeout: float) -> Result:
+async def _range(prom: PromQuery, expr: str, starts_at: float, timeout: float) -> Result:
     first, last = window(starts_at)
     try:
         return await asyncio.wait_for(prom.query_range(expr, first, last, STEP_S, timeout), timeout + GRACE_S)
@@ -210,7 +210,7 @@ async def _range(prom: Prometheus, expr: str, starts_at: float, timeout: float) 
         return Failed(Why.TIMEOUT, f"waited {timeout:g}s")
 
 
-async def evaluate(prom: Prometheus | None, alerts: Sequence[AlertRecord], timeout: float) -> list[Evidence]:
+async def evaluate(prom: PromQuery | None, alerts: Sequence[AlertRecord], timeout: float) -> list[Evidence]:
     """Each distinct expression evaluated once (concurrently), in a stable order: by startsAt, then
     alertname."""
     groups, evidence = group(alerts)

@@ -21,7 +21,6 @@ from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from bot.prom import Prometheus
 from bot.triage import rules, streams, views
 from bot.triage.commands import Changed
 from levers.kube import CellClient, KubeError, UnknownCell, kube_for
@@ -112,13 +111,15 @@ async def _kube_streams(svc: Services, cell: str, since: float, hours: float, re
 
 
 async def _demand(svc: Services, now: float, hours: float, ref: str) -> tuple[object, str | None]:
-    url = svc.settings.prometheus_url
-    if not url:
+    prom = svc.prometheus
+    if prom is None:
         return None, "PROMETHEUS_URL is not set"
     pol = svc.policy.queries
-    prom = Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=pol.timeout_seconds)
     return await _read(
-        streams.demand(prom, pol.changed.demand.query, now, hours), pol.changed.timeout_seconds, ref, "demand"
+        streams.demand(prom, pol.changed.demand.query, now, hours, pol.timeout_seconds),
+        pol.changed.timeout_seconds,
+        ref,
+        "demand",
     )
 
 

@@ -18,7 +18,7 @@ from bot.clock import hhmm
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.policy.queries import TriageQuery
-from bot.prom import Failed, Prometheus, Result, Why
+from bot.prom import Failed, PromQuery, Result, Why
 from bot.triage import rules, views
 from bot.triage.commands import Triage
 
@@ -39,7 +39,7 @@ class Row:
     figures: dict[str, rules.Figure]  # by cell
 
 
-async def _ask(prom: Prometheus, promql: str, at: float, timeout: float) -> Result:
+async def _ask(prom: PromQuery, promql: str, at: float, timeout: float) -> Result:
     try:
         return await asyncio.wait_for(prom.query(promql, at, timeout), timeout + GRACE_SECONDS)
     except TimeoutError:
@@ -48,11 +48,10 @@ async def _ask(prom: Prometheus, promql: str, at: float, timeout: float) -> Resu
 
 async def run(svc: Services, cells: list[str]) -> tuple[float, list[Row]]:
     """Every query for every cell, concurrently: (the evaluation time, a row per query)."""
-    url = svc.settings.prometheus_url
-    if not url:
+    prom = svc.prometheus
+    if prom is None:
         raise Refusal("Triage needs Prometheus and PROMETHEUS_URL is not set; nothing was queried.")
     pol = svc.policy.queries
-    prom = Prometheus(url, ca_file=svc.settings.prometheus_ca_file, timeout=pol.timeout_seconds)
     taint_key = svc.policy.levers.node_quarantine.taint_key
     at = svc.clock.now()
     asks = [(q, cell) for q in pol.queries for cell in cells]

@@ -22,7 +22,7 @@ from bot.clock import hhmm
 from bot.core.services import Services
 from bot.incidents.store import repo
 from bot.policy.queries import ChangedPolicy
-from bot.prom import Failed, Prometheus, Scalar, Vector
+from bot.prom import Failed, PromQuery, Scalar, Vector
 from bot.triage import rules
 from levers.kube import CellClient
 from levers.requests import LeverRequest
@@ -376,10 +376,12 @@ def _by_cell(got: Vector | Scalar) -> dict[str, float]:
     return out
 
 
-async def demand(prom: Prometheus, query: str, now: float, hours: float) -> dict[str, rules.Demand]:
+async def demand(
+    prom: PromQuery, query: str, now: float, hours: float, timeout: float | None = None
+) -> dict[str, rules.Demand]:
     """Every cell's request rate H hours ago and now (Unreadable when Prometheus can't say)."""
     before_at = now - hours * 3600
-    got_before, got_now = await asyncio.gather(prom.query(query, before_at), prom.query(query, now))
+    got_before, got_now = await asyncio.gather(prom.query(query, before_at, timeout), prom.query(query, now, timeout))
     answers = []
     for got in (got_before, got_now):
         if isinstance(got, Failed):

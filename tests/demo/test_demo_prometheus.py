@@ -21,7 +21,8 @@ from bot.policy import load_policy
 from bot.policy.queries import promql_string
 from bot.policy.sections import Policy
 from bot.postmortem import impact
-from bot.prom import Failed, Matrix, Prometheus, Vector, Why
+from bot.prom import Failed, Matrix, Vector, Why
+from bot.prom.connect import Prometheus
 from bot.triage import rules, streams
 from tests.conftest import T0
 from tests.support.prometheus import (

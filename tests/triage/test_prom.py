@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from bot.prom import Failed, Matrix, Prometheus, Scalar, Text, Vector, Why
+from bot.prom import Failed, Matrix, Scalar, Text, Vector, Why
+from bot.prom.connect import Prometheus
 from tests.conftest import T0
 from tests.support.ports import free_port
 from tests.support.prometheus import CellHealth, PrometheusServer, ensure_services_installed, health_series, make_tls
