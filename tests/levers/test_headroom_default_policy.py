@@ -58,7 +58,7 @@ def tls_prometheus(tmp_path_factory, scenario):
 @pytest.fixture
 def app_settings(request, prometheus) -> dict:
     """The shipped policy directory as it is. `request.param` picks the Prometheus: "http", or the
-    HTTPS one with no CA ("https"), its CA ("https+ca"), or a CA path that does not exist."""
+    HTTPS one with no CA ("https"), its CA ("https+ca"), or a copy of its CA the test removes."""
     mode = getattr(request, "param", "http")
     settings = {"firebreak_policy_dir": str(SHIPPED), "prometheus_url": prometheus.url}
     if mode != "http":
@@ -66,8 +66,10 @@ def app_settings(request, prometheus) -> dict:
         settings["prometheus_url"] = tls.url
         if mode == "https+ca":
             settings["prometheus_ca_file"] = str(tls.tls.ca_file)
-        elif mode == "https+missing-ca":
-            settings["prometheus_ca_file"] = str(tls.tls.ca_file.parent / "missing.crt")
+        elif mode == "https+vanished-ca":
+            vanishing = request.getfixturevalue("tmp_path") / "ca.crt"
+            vanishing.write_bytes(tls.tls.ca_file.read_bytes())
+            settings["prometheus_ca_file"] = str(vanishing)
     return settings
 
 
@@ -141,8 +143,10 @@ async def test_https_prometheus_with_its_ca_passes(app, cells):
     assert "us-east-1 1.50x (must be below 1x); us-east-1 can't take more traffic" in out, out
 
 
-@pytest.mark.parametrize("app_settings", ["https+missing-ca"], indirect=True)
-async def test_unreadable_ca_file_refuses_by_name(app, cells):
+@pytest.mark.parametrize("app_settings", ["https+vanished-ca"], indirect=True)
+async def test_a_ca_file_gone_after_start_refuses_by_name(app, cells):
+    # An unreadable PROMETHEUS_CA_FILE is refused at start (tests/prom); one removed later is said.
+    app.services.settings.prometheus_ca_file.unlink()
     inc = await app.declare(roles={"ops": OPS})
     out = await say(app, lever("to-healthy"), OPS, inc.channel_id)
     ca = app.services.settings.prometheus_ca_file

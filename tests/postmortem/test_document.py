@@ -87,8 +87,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
 
 
 @pytest.fixture
-def app_settings(prometheus: PrometheusServer, tmp_path: Path) -> dict[str, Any]:
-    return {"alertmanager_token": TOKEN, "firebreak_policy_dir": policy_dir(tmp_path), "prometheus_url": prometheus.url}
+def app_settings(request: pytest.FixtureRequest, prometheus: PrometheusServer, tmp_path: Path) -> dict[str, Any]:
+    """``request.param``: another PROMETHEUS_URL (the app builds its one client from it at start)."""
+    url = getattr(request, "param", None) or prometheus.url
+    return {"alertmanager_token": TOKEN, "firebreak_policy_dir": policy_dir(tmp_path), "prometheus_url": url}
 
 
 # The incident ----------------------------------------------------------------------------------
@@ -270,8 +272,8 @@ async def test_impact_start_is_where_the_expression_turned_true_not_the_alerts_s
     assert "`TrainingStepStalled`: its generatorURL has no expression (g0.expr) to evaluate" in text
 
 
+@pytest.mark.parametrize("app_settings", [f"http://127.0.0.1:{free_port()}"], ids=["nothing-listening"], indirect=True)
 async def test_prometheus_unreachable_is_said_and_the_startsAt_stands(app, tmp_path):
-    app.services.settings.prometheus_url = f"http://127.0.0.1:{free_port()}"
     inc = await run_incident(app)
     _, f = await posted_postmortem(app, inc)
     text = f.content.decode()
