@@ -23,7 +23,7 @@ What prometheus-api-client does not give, and the smallest way round it here:
   that scalar.
 - A non-200 answer raises ``PrometheusApiClientException`` whose only payload is its message,
   ``HTTP Status Code <status> (<body bytes repr>)``: Prometheus's error text is read back out of it
-  (``_refusal``). tests/triage/test_prom.py fails if that message changes, and pyproject.toml caps
+  (``_refusal``). tests/prom/test_connect.py fails if that message changes, and pyproject.toml caps
   the library below its next minor version.
 """
 
@@ -170,14 +170,17 @@ def _refusal(exc: PrometheusApiClientException) -> Failed:
     status = int(m[1])
     try:
         body = ast.literal_eval(m[2])
-        doc = json.loads(body) if isinstance(body, bytes) else None
     except (ValueError, SyntaxError):
-        doc, body = None, b""
+        body = b""
+    body = body if isinstance(body, bytes) else b""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
     error = doc.get("error") if isinstance(doc, dict) else None
     et = doc.get("errorType") if isinstance(doc, dict) else None
-    if status in (401, 403):
-        said = error or (body.decode(errors="replace").strip()[:200] if isinstance(body, bytes) else "")
-        return Failed(Why.AUTH, str(said), status)
+    if status in (401, 403):  # a proxy's or Prometheus's own text: "Unauthorized"
+        return Failed(Why.AUTH, str(error or body.decode(errors="replace").strip()[:200]), status)
     if not isinstance(doc, dict):
         return Failed(Why.NOT_JSON, status=status)
     et = str(et) if et else None

@@ -559,6 +559,8 @@ class PrometheusServer(ManagedServer):
 
     ``tls`` (``make_tls(dir)``): serve HTTPS with that certificate
     (``--web.config.file`` with ``tls_server_config``); ``url`` is then https.
+    ``basic_auth`` (user, password, bcrypt hash of the password): every endpoint asks for it
+    (``basic_auth_users`` in the same file); readiness is polled with it.
 
     Attributes after start: ``url``, ``port``, ``pid``, ``data_dir``,
     ``backfill_seconds``, ``startup_seconds``.
@@ -578,9 +580,11 @@ class PrometheusServer(ManagedServer):
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
         tls: TLSFiles | None = None,
+        basic_auth: tuple[str, str, str] | None = None,
     ):
         super().__init__(tmpdir, startup_timeout)
         self.tls = tls
+        self.basic_auth = basic_auth
         if isinstance(data_series, Scenario):
             self.series = list(data_series.series)
             start_ts = data_series.start_ts if start_ts is None else start_ts
@@ -651,10 +655,14 @@ class PrometheusServer(ManagedServer):
     async def _prepare(self) -> None:
         await asyncio.to_thread(self.backfill)
         (self.dir / "prometheus.yml").write_text(self._config())
+        web = ""
         if self.tls is not None:
-            (self.dir / "web.yml").write_text(
-                f"tls_server_config:\n  cert_file: '{self.tls.cert_file}'\n  key_file: '{self.tls.key_file}'\n"
-            )
+            web += f"tls_server_config:\n  cert_file: '{self.tls.cert_file}'\n  key_file: '{self.tls.key_file}'\n"
+        if self.basic_auth is not None:
+            user, _, hashed = self.basic_auth
+            web += f"basic_auth_users:\n  '{user}': '{hashed}'\n"
+        if web:
+            (self.dir / "web.yml").write_text(web)
 
     def _argv(self) -> list[str]:
         return [
@@ -664,19 +672,20 @@ class PrometheusServer(ManagedServer):
             "--storage.tsdb.retention.time=100y",
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--rules.alert.resend-delay=1s",
-            *([f"--web.config.file={self.dir / 'web.yml'}"] if self.tls else []),
+            *([f"--web.config.file={self.dir / 'web.yml'}"] if self.tls or self.basic_auth else []),
             *self.extra_args,
         ]
 
     async def start(self) -> PrometheusServer:
-        if self.tls is None:
+        if self.tls is None and self.basic_auth is None:
             return await super().start()
-        # ManagedServer polls http:// with default trust; this one answers https with our CA.
+        # ManagedServer polls http:// with default trust and no credentials; this one needs our CA
+        # or the basic auth.
         from .ports import free_port
 
         await self._prepare()
         self.port = free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
         self._proc = ManagedProcess(self._argv(), self.dir / self.log_name, cwd=self.dir)
         t0 = time.monotonic()
         self._proc.start()
@@ -689,16 +698,16 @@ class PrometheusServer(ManagedServer):
         return self
 
     async def _wait_ready_tls(self, proc: ManagedProcess) -> None:
-        assert self.tls is not None
-        ctx = ssl.create_default_context(cafile=str(self.tls.ca_file))
+        ctx = ssl.create_default_context(cafile=str(self.tls.ca_file)) if self.tls else None
+        auth = {"Authorization": aiohttp.encode_basic_auth(*self.basic_auth[:2])} if self.basic_auth else {}
         deadline = time.monotonic() + self.startup_timeout
         url = f"{self.url}/-/ready"
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2), headers=auth) as session:
             while True:
                 if proc.proc is not None and proc.proc.poll() is not None:
                     raise ServiceStartError(f"prometheus exited with {proc.proc.returncode}:\n{proc.log_tail()}")
                 try:
-                    async with session.get(url, ssl=ctx) as resp:
+                    async with session.get(url, ssl=ctx or True) as resp:
                         if resp.status == 200:
                             return
                 except (TimeoutError, aiohttp.ClientError, OSError):

@@ -1,11 +1,13 @@
-"""bot/prom.py, the app's Prometheus client, against a real Prometheus (plain and HTTPS): every kind
-of answer typed, so "failed" and "no data" are never confused."""
+"""bot/prom/connect.py, the app's Prometheus client on prometheus-api-client, against a real
+Prometheus (plain and HTTPS): every kind of answer typed, so "failed" and "no data" are never
+confused; and against answers that are not Prometheus's (a proxy's error page)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from aiohttp import web
 
 from bot.prom import Failed, Matrix, Scalar, Text, Vector, Why
 from bot.prom.connect import Prometheus
@@ -49,6 +51,10 @@ async def test_scalar_string_and_range_vector_are_told_apart(prometheus):
     ranged = await prom.query('vllm:num_requests_running{cell="us-east-3",pod="vllm-0"}[1m]', T0)
     assert isinstance(ranged, Matrix) and len(ranged.series) == 1
     assert {v for _, v in ranged.series[0].points} == {8.0}
+    # What custom_query's missing resultType can't tell (bot/prom/connect.py says so): an empty range
+    # vector reads as an empty instant vector, and a string literal that spells a number as a scalar.
+    assert await prom.query('vllm:num_requests_running{cell="nowhere"}[1m]', T0) == Vector(())
+    assert await prom.query('"4"', T0) == Scalar(4.0)
 
 
 async def test_a_range_query_is_a_matrix_of_points(prometheus):
@@ -92,3 +98,44 @@ async def test_https_is_verified_and_trusted_with_its_ca(tls_prometheus):
     missing = tls_prometheus.tls.ca_file.parent / "missing.crt"
     got = await Prometheus(tls_prometheus.url, ca_file=missing).query(RUNNING, T0)
     assert got == Failed(Why.CA_FILE, f"PROMETHEUS_CA_FILE {missing} can't be read")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "want"),
+    [
+        (502, "<html>Bad Gateway</html>", "text/html", Failed(Why.NOT_JSON, status=502)),
+        (200, "<html>a login page</html>", "text/html", Failed(Why.NOT_JSON, status=200)),
+        (200, '{"status": "success", "data": {"resultType": "vector"}}', "application/json", Failed(Why.MALFORMED)),
+        (
+            503,
+            '{"status": "error", "errorType": "unavailable", "error": "shutting down"}',
+            "application/json",
+            Failed(Why.HTTP, "shutting down", 503, "unavailable"),
+        ),
+        (
+            403,
+            '{"status": "error", "error": "tenant not allowed"}',
+            "application/json",
+            Failed(Why.AUTH, "tenant not allowed", 403),
+        ),
+    ],
+    ids=["proxy-error-page", "200-not-json", "200-wrong-shape", "503-with-error", "403-json"],
+)
+async def test_answers_that_are_not_the_query_apis(status, body, content_type, want):
+    """Something that is not Prometheus (a proxy, a login page) answering on its URL. A 503 is
+    answered once: the library's default retries (three, with backoff) are off."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(status=status, text=body, content_type=content_type)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        got = await Prometheus(f"http://127.0.0.1:{runner.addresses[0][1]}").query("up", T0)
+    finally:
+        await runner.cleanup()
+    assert got == want
