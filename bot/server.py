@@ -121,7 +121,7 @@ def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
     # Slack's largest bodies (a submitted form) are a few tens of KB; larger ones get a 413.
     app = web.Application(client_max_size=1024**2, middlewares=[_gate(intake)])
     app[INTAKE] = intake
-    app.router.add_post(SLACK_PATH, inbound.handler(svc, bolt))
+    app.router.add_post(SLACK_PATH, inbound.handler(bolt))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)

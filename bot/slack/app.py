@@ -1,18 +1,25 @@
 """Bolt listeners: turn Slack payloads into typed requests and answer.
 
-Every listener acks first (Slack's 3-second limit) and does the work after;
-parsing is pure and fast, so a usage error is the ack itself. Slash commands
-and buttons are here; form submissions in submissions.py, message events in
-events.py.
+Bolt routes: the slash command by name, each button by its action id
+(bot/slack/actions.py, for the commands the registry has), each form by its
+callback id (submissions.py), each event by its type (events.py). Every
+listener acks first (Slack's 3-second limit) and hands the rest to the
+after-ack lane, where a replayed request is caught and does nothing
+(bot/slack/replays.py). What Bolt cannot route gets its own answer
+(``on_error``): an event Firebreak does not listen to a 200 (Slack retries
+anything else), an unknown button or form Bolt's 404 and an audit entry.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable
 
 import structlog
-from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.error import BoltUnhandledRequestError
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import logs
@@ -21,10 +28,12 @@ from bot.core.grammar import UsageError
 from bot.core.request import Outcome, Request, Source
 from bot.core.services import Services
 from bot.slack import actions, events, shapes, submissions
+from bot.slack.inbound import INBOUND, inbound_of
 from bot.slack.lane import Lane
+from bot.slack.replays import ALREADY, Replays
+from bot.slack.shapes import BlockActions, Kind, SlashCommand, ViewSubmission
 
 log = logs.get(__name__)
-_ACTIONS = re.compile(r".+", re.DOTALL)  # any action id, even "\n": Bolt 404s what no listener matches
 
 
 async def reply(svc: Services, response_url: str | None, outcome: Outcome) -> None:
@@ -37,8 +46,37 @@ async def reply(svc: Services, response_url: str | None, outcome: Outcome) -> No
         log.warning("respond_failed", result=outcome.result, error=type(exc).__name__)
 
 
+def _bolt_logger() -> logging.Logger:
+    # Bolt's own INFO lines repeat what the edge logs once, structured (a refused signature,
+    # with the body in it); its warnings and errors still come through.
+    logger = logging.getLogger("firebreak.bolt")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+async def _unlistened_events(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> BoltResponse | None:
+    """Bolt middleware after its signature check: an event no listener wants gets a 200 (Slack
+    retries anything else) before Bolt's authorization, whose first use calls auth.test."""
+    inbound = inbound_of(context) if INBOUND in context else None
+    if inbound is not None and inbound.kind in (Kind.event, Kind.rate_limited):
+        event_type = inbound.body["event"]["type"] if inbound.kind is Kind.event else None
+        if event_type not in events.EVENT_TYPES:
+            log.info("slack_request_ignored", type=inbound.kind.value, event_type=str(event_type)[:40])
+            return BoltResponse(status=200, body="")
+    await next()
+    return None
+
+
 def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane: Lane) -> AsyncApp:
-    app = AsyncApp(client=client, signing_secret=signing_secret, process_before_response=False)
+    app = AsyncApp(
+        client=client,
+        signing_secret=signing_secret,
+        process_before_response=False,
+        raise_error_for_unhandled_request=True,  # on_error answers what no listener routes
+        before_authorize=_unlistened_events,
+        logger=_bolt_logger(),
+    )
+    replays = Replays(svc.redis)
 
     async def run(req: Request) -> None:
         # Bound here too: the executor's own binding ends before the reply is sent.
@@ -48,62 +86,61 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             await reply(svc, req.response_url, outcome)
 
     @app.command(shapes.COMMAND)
-    async def on_command(ack: AsyncAck, body: dict[str, Any]) -> None:
-        text = body.get("text") or ""
+    async def on_command(ack: AsyncAck, context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
+        body = inbound_of(context).model
+        assert isinstance(body, SlashCommand)  # Bolt routes only slash commands here
         try:
-            cmd = svc.registry.parse(text)
+            cmd = svc.registry.parse(body.text)
         except UsageError as e:
             await ack(text=e.render(), response_type="ephemeral")
-            await invalid.record(
-                svc,
-                "command.invalid",
-                actor=body.get("user_id", "unknown"),
-                channel_id=body.get("channel_id"),
-                detail={"text": text[:500], "reason": e.message},
-            )
+            detail = {"text": body.text[:500], "reason": e.message}
+
+            async def record() -> None:
+                await invalid.record(
+                    svc, "command.invalid", actor=body.user_id, channel_id=body.channel_id, detail=detail
+                )
+
+            lane.submit(replays.once(request, Kind.command, record))
             return
         r = svc.registry.routes[cmd.name]
         await ack(text=r.ack(cmd)) if r.ack else await ack()
         req = Request(
             command=cmd,
-            actor=body["user_id"],
+            actor=body.user_id,
             source=Source.slash,
-            channel_id=body.get("channel_id"),
-            response_url=body.get("response_url"),
-            trigger_id=body.get("trigger_id"),
+            channel_id=body.channel_id,
+            response_url=body.response_url or None,
+            trigger_id=body.trigger_id or None,
         )
-        lane.submit(lambda: run(req), request_id=req.id, incident=req.incident_id)
 
-    @app.action(_ACTIONS)
-    async def on_button(ack: AsyncAck, body: dict[str, Any]) -> None:
+        async def already() -> None:  # the person sees that their copy was not run again
+            await reply(svc, req.response_url, Outcome.refused(ALREADY))
+
+        lane.submit(replays.once(request, Kind.command, lambda: run(req), already), request_id=req.id)
+
+    async def on_button(ack: AsyncAck, context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
         await ack()
-        action = (body.get("actions") or [{}])[0]
-        user = (body.get("user") or {}).get("id", "unknown")
-        channel = (body.get("channel") or {}).get("id")
+        body = inbound_of(context).model
+        assert isinstance(body, BlockActions)  # Bolt routes only block_actions here
+        action, user = body.actions[0], body.user.id
+        channel = body.channel.id if body.channel else None
         try:
-            decoded = actions.decode(str(action.get("action_id", "")), str(action.get("value", "")))
+            decoded = actions.decode(action.action_id, action.value or "")
         except ValueError:
-            await invalid.record(
-                svc, "button.invalid", actor=user, channel_id=channel, detail={"action_id": action.get("action_id")}
-            )
-            await reply(
-                svc,
-                body.get("response_url"),
-                Outcome.refused("That button's value is not one Firebreak made; nothing changed."),
-            )
+
+            async def refuse() -> None:
+                await invalid.record(
+                    svc, "button.invalid", actor=user, channel_id=channel, detail={"action_id": action.action_id}
+                )
+                await reply(
+                    svc,
+                    body.response_url,
+                    Outcome.refused("That button's value is not one Firebreak made; nothing changed."),
+                )
+
+            lane.submit(replays.once(request, Kind.action, refuse))
             return
-        if decoded is None:
-            await invalid.record(
-                svc,
-                "button.unknown",
-                actor=user,
-                channel_id=channel,
-                detail={"action_id": str(action.get("action_id", ""))[:100]},
-            )
-            await reply(
-                svc, body.get("response_url"), Outcome.refused("That button is no longer handled by Firebreak.")
-            )
-            return
+        assert decoded is not None  # only action ids in actions.ACTIONS are routed here
         cmd, inc_id = decoded
         req = Request(
             command=cmd,
@@ -111,12 +148,45 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             source=Source.button,
             incident_id=inc_id,
             channel_id=channel,
-            response_url=body.get("response_url"),
-            trigger_id=body.get("trigger_id"),
-            message_ts=(body.get("container") or {}).get("message_ts"),
+            response_url=body.response_url or None,
+            trigger_id=body.trigger_id or None,
+            message_ts=body.container.message_ts,
         )
-        lane.submit(lambda: run(req), request_id=req.id, incident=req.incident_id)
+        lane.submit(replays.once(request, Kind.action, lambda: run(req)), request_id=req.id, incident=req.incident_id)
 
-    submissions.install(app, svc, lane)
-    events.install(app, svc, lane)
+    commands = {r.model for r in svc.registry.routes.values()}
+    for row in actions.ACTIONS:
+        if row.command in commands:  # a button for a capability this app has
+            app.action(row.action_id)(on_button)
+
+    async def unknown_button(body: BlockActions) -> None:
+        action_id = body.actions[0].action_id[:100]
+        channel = body.channel.id if body.channel else None
+        detail = {"action_id": action_id}
+        await invalid.record(svc, "button.unknown", actor=body.user.id, channel_id=channel, detail=detail)
+        await reply(svc, body.response_url, Outcome.refused("That button is no longer handled by Firebreak."))
+
+    @app.error
+    async def on_error(error: Exception, context: AsyncBoltContext, request: AsyncBoltRequest) -> BoltResponse | None:
+        if not isinstance(error, BoltUnhandledRequestError):
+            log.error("listener_failed", error=type(error).__name__, exc_info=error)
+            return None  # Bolt's answer: a 500 before the ack; after it, nothing more to say
+        inbound = inbound_of(context)
+        if inbound.kind in (Kind.event, Kind.rate_limited):  # e.g. a message from this bot itself
+            log.info("slack_request_ignored", type=inbound.kind.value)
+            return BoltResponse(status=200, body="")
+        body = inbound.model
+        if isinstance(body, BlockActions):
+            what, job = body.actions[0].action_id, lambda: unknown_button(body)
+        elif isinstance(body, ViewSubmission):
+            what, job = body.view.callback_id, lambda: submissions.unknown(svc, body)
+        else:  # every command Bolt is given is routed (shapes.COMMAND)
+            what, job = "", None
+        log.warning("slack_request_unhandled", kind=inbound.kind.value, id=what[:100])
+        if job is not None:
+            lane.submit(replays.once(request, inbound.kind, job))
+        return None  # Bolt's own 404
+
+    submissions.install(app, svc, lane, replays)
+    events.install(app, svc, lane, replays)
     return app

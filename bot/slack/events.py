@@ -2,7 +2,7 @@
 
 The scan is pure and runs in the listener (no I/O before Slack's ack); only a
 flagged message becomes work on the after-ack lane, deduplicated by Slack's
-event_id (bot/comms/watch.py).
+event_id (bot/comms/watch.py) and, for a byte-for-byte replay, by bot/slack/replays.py.
 """
 
 from __future__ import annotations
@@ -10,20 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.comms import watch
 from bot.core.services import Services
 from bot.slack.lane import Lane
+from bot.slack.replays import Replays
+from bot.slack.shapes import Kind
 
 # The event types Firebreak listens to; any other delivery is answered 200 and dropped
-# before Bolt (bot/slack/shapes.py), since Slack retries every other answer.
+# (bot/slack/app.py), since Slack retries every other answer.
 EVENT_TYPES = frozenset({"message"})
 
 
-def install(app: AsyncApp, svc: Services, lane: Lane) -> None:
+def install(app: AsyncApp, svc: Services, lane: Lane, replays: Replays) -> None:
     @app.event("message")
-    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+    async def on_message(body: dict[str, Any], event: dict[str, Any], request: AsyncBoltRequest) -> None:
         found = watch.flagged(svc, event)
         if found is not None:
-            event_id = body.get("event_id")
-            lane.submit(lambda: watch.flag(svc, str(event_id) if event_id else None, found))
+            event_id = str(body["event_id"]) if body.get("event_id") else None
+
+            async def flag() -> None:
+                await watch.flag(svc, event_id, found)
+
+            lane.submit(replays.once(request, Kind.event, flag))

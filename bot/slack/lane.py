@@ -1,12 +1,12 @@
 """After-ack work, run by a fixed number of workers in arrival order.
 
-Bolt would start one task per request, so a burst (an alert storm, fifty
-people typing at once) puts every request's Redis and Slack work in front
-of the next request's ack on the one event loop. A few workers keep the
-ack path short under load, and keep bursts of Slack calls under its rate
-limits. The queue lives in memory like Bolt's tasks did: the request was
-acknowledged, and a crash before it ran loses it either way; at shutdown
-(bot/serve.py) ``close`` lets everything queued run, within the grace.
+# Why not Bolt's lazy listeners: Bolt starts one unbounded task per request, so a burst (an
+# alert storm, fifty people typing) puts every request's Redis and Slack work in front of
+# the next ack on the one event loop and past Slack's rate limits; a few workers do not.
+
+The queue lives in memory like Bolt's tasks: the request was acknowledged, and a
+crash before it ran loses it either way; at shutdown (bot/serve.py) ``close`` lets
+everything queued run, within the grace.
 
 A job runs with the log context of the code that submitted it (the request
 id and incident, bound by the listener), so its lines and the lane's own

@@ -1,20 +1,19 @@
-"""What a signed request's body must look like before Bolt and the listeners see it.
+"""What a Slack request's body must look like for Bolt and the listeners: pydantic models.
 
-Bolt reads its bodies with ``body["actions"][0]``, ``body["view"]["callback_id"]``
-and ``body.get("event", {}).get(...)``, and the listeners trust the fields they
-read, so a signed body of the wrong shape (``actions: [null]``, ``view: null``,
-``event: "x"``, a JSON list) raised inside Bolt and became a 500. Here the body
-is parsed once and checked against the kinds Firebreak handles:
+Bolt builds its request with ``body["actions"][0]``, ``"id" in body["user"]``,
+``body["authorizations"][0].get(...)`` and the like, so a body of the wrong shape
+(``actions: [null]``, ``user: 5``, ``event: "x"``, a JSON list) raised inside Bolt and
+became a 500. Here the body is parsed once, before Bolt, into the model of the kind
+Firebreak handles:
 
 * a slash command (form-encoded, ``command`` /incident…, ``user_id``);
-* an interactive ``payload=`` (a JSON object): ``block_actions`` or ``view_submission``
-  with the fields the listeners read, of the types they expect;
-* an Events API JSON object: ``url_verification`` with a ``challenge``, or
-  ``event_callback`` with an ``event`` object. Event types Firebreak does not
-  listen to, and ``app_rate_limited`` notices, are answered 200 and dropped:
-  Slack retries any other answer.
+* an interactive ``payload=`` (a JSON object): ``block_actions`` or ``view_submission``;
+* an Events API JSON object: ``url_verification`` with a ``challenge``, ``app_rate_limited``,
+  or ``event_callback`` with an ``event`` object.
 
-Anything else is refused with the status and a short reason; nothing here raises.
+Anything else raises BadShape with the status (400, or 415 for a content type Slack does not
+send) and a short reason for the log line; nothing here raises anything else. The reason of a
+field that fails is its dotted path and ``_wrong_type`` unless ``_REASONS`` names it.
 """
 
 from __future__ import annotations
@@ -23,10 +22,11 @@ import json
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl
 
-from bot.slack.events import EVENT_TYPES
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 COMMAND = re.compile(r"^/incident")  # the slash command Bolt routes (bot/slack/app.py)
 FORM = "application/x-www-form-urlencoded"
@@ -40,14 +40,7 @@ class Kind(Enum):
     view = "view_submission"
     event = "event_callback"
     url_verification = "url_verification"
-    ignored = "ignored"  # signed and well-formed, but nothing Firebreak acts on
-
-
-@dataclass(frozen=True)
-class Inbound:
-    kind: Kind
-    body: dict[str, Any]
-    text: str  # the raw body as text, for Bolt
+    rate_limited = "app_rate_limited"  # Slack's notice that it drops events for a minute
 
 
 class BadShape(Exception):
@@ -57,151 +50,205 @@ class BadShape(Exception):
         self.reason = reason
 
 
+def _types(*types: type) -> BeforeValidator:
+    """Only these Python types (before the field's own check, which may give another reason)."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, types):
+            raise PydanticCustomError("wrong_type", "not one of the types Bolt reads")
+        return value
+
+    return BeforeValidator(check)
+
+
+_Ref = Annotated[Any, _types(str, dict, type(None))]  # Bolt reads `"id" in x` or takes x itself
+_Text = str | None
+_Obj = dict[str, Any]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+
+class BoltReads(_Shape):
+    """The keys Bolt's request and context builders read, at any depth they read them
+    (slack_bolt/request/internals.py), with the types they cope with."""
+
+    user: _Ref = None
+    channel: _Ref = None
+    team: _Ref = None
+    enterprise: _Ref = None
+    # Absent is fine; present, each must be an object (None included: Bolt does `.get` on it).
+    event: Annotated[BoltReads | None, _types(dict)] = None
+    view: Annotated[Any, _types(dict)] = None
+    message: Annotated[BoltReads | None, _types(dict)] = None
+    previous_message: Annotated[BoltReads | None, _types(dict)] = None
+    container: Annotated[Any, _types(dict)] = None
+    item: Annotated[BoltReads | None, _types(dict)] = None
+    assistant_thread: Annotated[BoltReads | None, _types(dict)] = None
+    actions: Annotated[list[Any], _types(list)] = []
+    authorizations: list[BoltReads] = []
+    response_urls: list[_Obj] = []
+    response_url: str = ""
+    trigger_id: str = ""
+
+
+def _firebreak(command: str) -> str:
+    if not COMMAND.match(command):
+        raise ValueError("not /incident")
+    return command
+
+
+class SlashCommand(BoltReads):
+    command: Annotated[str, AfterValidator(_firebreak)]
+    user_id: Annotated[str, Field(min_length=1)]
+    text: str = ""
+    channel_id: _Text = None
+
+
+class User(_Shape):
+    id: Annotated[str, Field(min_length=1)]
+
+
+class Action(_Shape):
+    action_id: Annotated[str, Field(min_length=1)]
+    value: _Text = None
+
+
+class Channel(_Shape):
+    id: _Text = None
+
+
+class Container(_Shape):
+    message_ts: _Text = None
+
+
+class BlockActions(BoltReads):
+    type: Literal["block_actions"]
+    user: Annotated[User, _types(str, dict, type(None))]
+    actions: Annotated[list[Action], _types(list), Field(min_length=1)]
+    channel: Channel | None = None
+    container: Container = Container()
+
+
+class State(_Shape):
+    values: dict[str, dict[str, _Obj]] | None = None
+
+
+class View(_Shape):
+    callback_id: Annotated[str, Field(min_length=1)]
+    type: Literal["modal"]  # Bolt reads view.type (workflow steps); Firebreak opens only modals
+    private_metadata: _Text = None
+    blocks: list[_Obj] | None = None
+    state: State | None = None
+
+
+class ViewSubmission(BoltReads):
+    type: Literal["view_submission"]
+    user: Annotated[User, _types(str, dict, type(None))]
+    view: View
+
+
+class Event(BoltReads):
+    type: str
+
+
+class EventCallback(BoltReads):
+    type: Literal["event_callback"]
+    event: Event  # type: ignore[assignment]
+    event_id: _Text = None
+
+
+class MessageEvent(Event):
+    """The event Firebreak listens to (bot/slack/events.py); its fields as bot/comms/watch.py reads them."""
+
+    user: _Text = None
+    subtype: _Text = None  # looked up in a set of subtypes
+
+
+class UrlVerification(BoltReads):
+    type: Literal["url_verification"]
+    challenge: str
+
+
+class RateLimited(BoltReads):
+    type: Literal["app_rate_limited"]
+
+
+Model = SlashCommand | BlockActions | ViewSubmission | EventCallback | UrlVerification | RateLimited
+
+# A failing field's reason when it is not "<dotted path>_wrong_type" ("*": any list index).
+_REASONS: dict[tuple[str, ...], str] = {
+    ("command",): "not_a_firebreak_command",
+    ("user_id",): "user_missing",
+    ("user",): "user_missing",
+    ("actions",): "actions_missing",
+    ("actions", "*"): "action_malformed",
+    ("actions", "*", "value"): "action.value_missing_or_not_text",
+    ("channel", "id"): "channel.id_missing_or_not_text",
+    ("container", "message_ts"): "container.message_ts_missing_or_not_text",
+    ("view", "callback_id"): "view.callback_id_missing",
+    ("view", "type"): "view.type_not_modal",
+    ("view", "private_metadata"): "view.private_metadata_missing_or_not_text",
+    ("view", "blocks"): "view.blocks_wrong_type",
+    ("view", "state", "values"): "view.state.values_wrong_type",
+    ("event", "type"): "event_missing",
+    ("event_id",): "event_id_missing_or_not_text",
+    ("event", "subtype"): "event.subtype_missing_or_not_text",
+    ("challenge",): "challenge_missing_or_not_text",
+}
+
+
+def _reason(err: ErrorDetails, at: tuple[str, ...] = ()) -> str:
+    loc = (*at, *err["loc"])
+    dotted = ".".join(str(p) for p in loc if isinstance(p, str))
+    if err["type"] == "wrong_type":  # a type Bolt cannot read: always that, whatever the field
+        return f"{dotted}_wrong_type"
+    path = tuple("*" if isinstance(p, int) else str(p) for p in loc)
+    for n in range(len(path), 0, -1):
+        if (reason := _REASONS.get(path[:n])) is not None:
+            return reason
+    return f"{dotted}_wrong_type"
+
+
+def _validate(model: type[_Shape], body: Any, at: tuple[str, ...] = ()) -> Any:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise BadShape(400, _reason(exc.errors()[0], at)) from None
+
+
+@dataclass(frozen=True)
+class Inbound:
+    kind: Kind
+    model: Model
+    body: dict[str, Any]  # as parsed (Bolt's own parser misreads some commands: bot/slack/inbound.py)
+    text: str  # the raw body as text, as Bolt verifies it
+
+
 def _bad(reason: str) -> BadShape:
     return BadShape(400, reason)
 
 
-_NONE = type(None)
-# Top-level keys Bolt's context builder and middleware read, with the types they cope with
-# (slack_bolt/request/internals.py: ``"id" in user``, ``authorizations[0].get``, ...).
-_BOLT_READS: dict[str, tuple[type, ...]] = {
-    "user": (str, dict, _NONE),
-    "channel": (str, dict, _NONE),
-    "team": (str, dict, _NONE),
-    "enterprise": (str, dict, _NONE),
-    "event": (dict,),
-    "view": (dict,),
-    "message": (dict,),
-    "previous_message": (dict,),
-    "container": (dict,),
-    "item": (dict,),
-    "assistant_thread": (dict,),
-    "actions": (list,),
-    "authorizations": (list,),
-    "response_urls": (list,),
-    "response_url": (str,),
-    "trigger_id": (str,),
+def _json_object(raw: str, reason: str) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested past Python's stack
+        raise _bad("not_json") from None
+    if not isinstance(body, dict):
+        raise _bad(reason)
+    if "command" in body:  # Bolt routes any body with a "command" to the slash-command listener
+        raise _bad("command_field_outside_a_command")
+    return body
+
+
+_PAYLOADS: dict[str, tuple[Kind, type[BlockActions | ViewSubmission]]] = {
+    "block_actions": (Kind.action, BlockActions),
+    "view_submission": (Kind.view, ViewSubmission),
 }
 
 
-def _typed(obj: dict[str, Any], where: str) -> None:
-    for key, types in _BOLT_READS.items():
-        if key in obj and not isinstance(obj[key], types):
-            raise _bad(f"{where}{key}_wrong_type")
-    for key in ("authorizations", "response_urls"):
-        if not all(isinstance(x, dict) for x in obj.get(key) or []):
-            raise _bad(f"{where}{key}_wrong_type")
-
-
-def _text(obj: dict[str, Any], key: str, where: str, required: bool = False) -> None:
-    value = obj.get(key)
-    if (value is None and required) or (value is not None and not isinstance(value, str)):
-        raise _bad(f"{where}{key}_missing_or_not_text")
-
-
-def _user_object(body: dict[str, Any]) -> None:
-    user = body.get("user")
-    if not isinstance(user, dict) or not isinstance(user.get("id"), str) or not user["id"]:
-        raise _bad("user_missing")
-
-
-def _command(fields: dict[str, str]) -> Inbound:
-    _typed(fields, "")  # every value is text: keys Bolt reads as objects (event, view, ...) are refused
-    if not COMMAND.match(fields.get("command", "")):
-        raise _bad("not_a_firebreak_command")
-    if not fields.get("user_id"):
-        raise _bad("user_missing")
-    return Inbound(Kind.command, dict(fields), "")
-
-
-def _action(body: dict[str, Any]) -> Kind:
-    _user_object(body)
-    actions = body.get("actions")
-    if not isinstance(actions, list) or not actions:
-        raise _bad("actions_missing")
-    for action in actions:
-        if not isinstance(action, dict) or not isinstance(action.get("action_id"), str) or not action["action_id"]:
-            raise _bad("action_malformed")
-        _text(action, "value", "action.")
-    for key in ("channel", "container"):
-        if body.get(key) is not None and not isinstance(body[key], dict):
-            raise _bad(f"{key}_wrong_type")
-    _text(body.get("channel") or {}, "id", "channel.")
-    _text(body.get("container") or {}, "message_ts", "container.")
-    return Kind.action
-
-
-def _view(body: dict[str, Any]) -> Kind:
-    _user_object(body)
-    view = body.get("view")
-    if not isinstance(view, dict):
-        raise _bad("view_missing")
-    if not isinstance(view.get("callback_id"), str) or not view["callback_id"]:
-        raise _bad("view.callback_id_missing")
-    if view.get("type") != "modal":  # Bolt reads view.type (workflow steps); Firebreak opens only modals
-        raise _bad("view.type_not_modal")
-    _text(view, "private_metadata", "view.")
-    blocks = view.get("blocks")
-    if blocks is not None and not (isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks)):
-        raise _bad("view.blocks_wrong_type")
-    state = view.get("state")
-    if state is not None and not isinstance(state, dict):
-        raise _bad("view.state_wrong_type")
-    values = (state or {}).get("values")
-    if values is not None and not (
-        isinstance(values, dict)
-        and all(isinstance(b, dict) and all(isinstance(a, dict) for a in b.values()) for b in values.values())
-    ):
-        raise _bad("view.state.values_wrong_type")
-    return Kind.view
-
-
-def _event(body: dict[str, Any]) -> Kind:
-    event = body.get("event")
-    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        raise _bad("event_missing")
-    _text(body, "event_id", "")
-    if event["type"] not in EVENT_TYPES:
-        return Kind.ignored
-    _typed(event, "event.")
-    if event.get("user") is not None and not isinstance(event["user"], str):
-        raise _bad("event.user_wrong_type")
-    _text(event, "subtype", "event.")  # looked up in a set of subtypes (bot/comms/watch.py)
-    for inner in ("message", "previous_message"):
-        if isinstance(event.get(inner), dict):
-            _typed(event[inner], f"event.{inner}.")
-    return Kind.event
-
-
-_PAYLOADS = {"block_actions": _action, "view_submission": _view}
-
-
-def _not_a_command(body: dict[str, Any]) -> None:
-    # Bolt routes any body with a "command" to the slash-command listener, which reads user_id.
-    if "command" in body:
-        raise _bad("command_field_outside_a_command")
-
-
-def _json(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested past Python's stack
-        raise _bad("not_json") from None
-
-
-def _payload(raw: str) -> Inbound:
-    body = _json(raw)
-    if not isinstance(body, dict):
-        raise _bad("payload_not_an_object")
-    _not_a_command(body)
-    _typed(body, "")
-    check = _PAYLOADS.get(body["type"]) if isinstance(body.get("type"), str) else None
-    if check is None:
-        raise _bad("payload_type_not_handled")
-    return Inbound(check(body), body, "")
-
-
-def _form(raw: str) -> Inbound:
+def _form(raw: str) -> tuple[Kind, Model, dict[str, Any]]:
     try:
         pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=True, max_num_fields=_MAX_FIELDS)
     except ValueError:
@@ -209,26 +256,29 @@ def _form(raw: str) -> Inbound:
     fields = dict(pairs)
     if len(fields) != len(pairs):
         raise _bad("form_field_repeated")
-    if "payload" in fields:
-        return _payload(fields["payload"])
-    return _command(fields)
+    if "payload" not in fields:
+        return Kind.command, _validate(SlashCommand, fields), fields
+    body = _json_object(fields["payload"], "payload_not_an_object")
+    kind = body.get("type")
+    found = _PAYLOADS.get(kind) if isinstance(kind, str) else None
+    if found is None:
+        raise _bad("payload_type_not_handled")
+    return found[0], _validate(found[1], body), body
 
 
-def _events_api(raw: str) -> Inbound:
-    body = _json(raw)
-    if not isinstance(body, dict):
-        raise _bad("body_not_an_object")
-    _not_a_command(body)
+def _events_api(raw: str) -> tuple[Kind, Model, dict[str, Any]]:
+    body = _json_object(raw, "body_not_an_object")
     kind = body.get("type")
     if kind == "url_verification":
-        _text(body, "challenge", "", required=True)
-        return Inbound(Kind.url_verification, body, "")
-    if kind == "app_rate_limited":  # Slack's notice that it is dropping events for a minute
-        return Inbound(Kind.ignored, body, "")
+        return Kind.url_verification, _validate(UrlVerification, body), body
+    if kind == "app_rate_limited":
+        return Kind.rate_limited, _validate(RateLimited, body), body
     if kind != "event_callback":
         raise _bad("event_type_not_handled")
-    _typed(body, "")
-    return Inbound(_event(body), body, "")
+    model: EventCallback = _validate(EventCallback, body)
+    if model.event.type == "message":
+        _validate(MessageEvent, body["event"], at=("event",))
+    return Kind.event, model, body
 
 
 def parse(raw: bytes, content_type: str) -> Inbound:
@@ -240,9 +290,9 @@ def parse(raw: bytes, content_type: str) -> Inbound:
     if not text:
         raise _bad("empty_body")
     if content_type == FORM:
-        inbound = _form(text)
+        kind, model, body = _form(text)
     elif content_type == JSON:
-        inbound = _events_api(text)
+        kind, model, body = _events_api(text)
     else:
         raise BadShape(415, "content_type_not_slack")
-    return Inbound(inbound.kind, inbound.body, text)
+    return Inbound(kind, model, body, text)

@@ -16,12 +16,12 @@ that is refused (they are not in the channel).
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 import structlog
 from pydantic import ValidationError
-from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import logs
 from bot.chat import ChatError, FieldError
@@ -31,19 +31,21 @@ from bot.core.request import Request, Source
 from bot.core.services import Services
 from bot.ids import INCIDENT_ID
 from bot.slack import forms
+from bot.slack.inbound import inbound_of
 from bot.slack.lane import Lane
+from bot.slack.replays import Job, Replays
+from bot.slack.shapes import Kind, View, ViewSubmission
 
 log = logs.get(__name__)
 
-# The form's answer is the HTTP response, due within Slack's 3 s: the replay check (up to 1 s,
-# bot/slack/inbound.py) and this pre-ack check must both fit, however long a hung Redis waits.
+# The form's answer is the HTTP response, due within Slack's 3 s, however long a hung Redis waits.
 CHECK_S = 1.0
 
 
-def _value(view: dict[str, Any], block_id: str, action_id: str) -> str:
+def _value(view: View, block_id: str, action_id: str) -> str:
     """A submitted plain-text value ('' when empty)."""
-    node = ((view.get("state") or {}).get("values") or {}).get(block_id, {}).get(action_id, {})
-    return str(node.get("value") or "")
+    values = (view.state.values if view.state else None) or {}
+    return str(values.get(block_id, {}).get(action_id, {}).get("value") or "")
 
 
 async def _tell(svc: Services, inc_id: str | None, user: str, text: str) -> None:
@@ -62,22 +64,21 @@ async def _tell(svc: Services, inc_id: str | None, user: str, text: str) -> None
         log.warning("modal_reply_failed", error=f.error)
 
 
-def _first_input(view: dict[str, Any]) -> str | None:
+def _first_input(view: View) -> str | None:
     """The block an error can be shown on (Slack accepts errors only on input blocks)."""
-    for b in view.get("blocks") or []:
+    for b in view.blocks or []:
         if b.get("type") == "input" and b.get("block_id"):
             return str(b["block_id"])
-    values = (view.get("state") or {}).get("values") or {}
-    return next(iter(values), None)
+    return next(iter((view.state.values if view.state else None) or {}), None)
 
 
-async def _refuse(ack: AsyncAck, view: dict[str, Any], message: str) -> None:
+async def _refuse(ack: AsyncAck, view: View, message: str) -> None:
     block = _first_input(view)
     await (ack(response_action="errors", errors={block: message}) if block else ack())
 
 
-def _incident_of(view: dict[str, Any]) -> str | None:
-    meta = str(view.get("private_metadata", ""))
+def _incident_of(view: View) -> str | None:
+    meta = view.private_metadata or ""
     return meta if INCIDENT_ID.match(meta) else None
 
 
@@ -100,20 +101,21 @@ async def _run(svc: Services, req: Request) -> None:
         await _tell(svc, req.incident_id, req.actor, out.message)
 
 
-def install(app: AsyncApp, svc: Services, lane: Lane) -> None:
-    @app.view(re.compile(".+", re.DOTALL))  # any callback id: unknown ones are answered below
-    async def on_view(ack: AsyncAck, body: dict[str, Any]) -> None:
-        view = body.get("view") or {}
-        user = (body.get("user") or {}).get("id", "unknown")
-        callback = str(view.get("callback_id", ""))[:100]
+async def unknown(svc: Services, body: ViewSubmission) -> None:
+    """A form Firebreak does not know (Bolt answered 404): its audit entry."""
+    detail = {"callback_id": body.view.callback_id[:100]}
+    await invalid.record(svc, "modal.unknown", actor=body.user.id, incident=_incident_of(body.view), detail=detail)
+
+
+def install(app: AsyncApp, svc: Services, lane: Lane, replays: Replays) -> None:
+    async def on_view(ack: AsyncAck, context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
+        body = inbound_of(context).model
+        assert isinstance(body, ViewSubmission)  # Bolt routes only view submissions here
+        view, user = body.view, body.user.id
+        callback = view.callback_id
         known = forms.by_callback(callback)
-        spec = svc.registry.forms.get(known[0]) if known else None
-        if known is None or spec is None:
-            await ack()  # nothing to keep open: Firebreak does not know this form
-            await invalid.record(
-                svc, "modal.unknown", actor=user, incident=_incident_of(view), detail={"callback_id": callback}
-            )
-            return
+        assert known is not None  # only callback ids in forms.FORMS are routed here
+        spec = svc.registry.forms[known[0]]
         wire = known[1]
         inc_id = _incident_of(view)
         try:
@@ -127,20 +129,29 @@ def install(app: AsyncApp, svc: Services, lane: Lane) -> None:
                 raise problem
         except FieldError as e:
             await ack(response_action="errors", errors={wire.field(e.field)[0]: e.message})
-            await invalid.record(
-                svc, "modal.refused", actor=user, incident=inc_id, detail={"callback_id": callback, "reason": e.message}
-            )
+            detail: dict[str, Any] = {"callback_id": callback, "reason": e.message}
+            lane.submit(replays.once(request, Kind.view, _record(svc, "modal.refused", user, inc_id, detail)))
             return
         except (ValidationError, ValueError):
             message = "This form no longer matches an incident Firebreak knows; close it and start again."
             await _refuse(ack, view, message)
-            await invalid.record(
-                svc, "modal.invalid", actor=user, incident=inc_id, detail={"callback_id": callback, "reason": message}
-            )
+            detail = {"callback_id": callback, "reason": message}
+            lane.submit(replays.once(request, Kind.view, _record(svc, "modal.invalid", user, inc_id, detail)))
             return
         except Exception:
             log.exception("modal_check_failed", callback_id=callback)
             await _refuse(ack, view, "Firebreak can't reach its store; nothing changed. Try again in a minute.")
             return
         await ack()
-        lane.submit(lambda: _run(svc, req))
+        lane.submit(replays.once(request, Kind.view, lambda: _run(svc, req)))
+
+    for command, wire in forms.FORMS.items():
+        if command in svc.registry.forms:  # a form of a capability this app has
+            app.view(wire.callback_id)(on_view)
+
+
+def _record(svc: Services, action: str, user: str, inc_id: str | None, detail: dict[str, Any]) -> Job:
+    async def record() -> None:
+        await invalid.record(svc, action, actor=user, incident=inc_id, detail=detail)
+
+    return record

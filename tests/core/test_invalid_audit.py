@@ -19,8 +19,12 @@ async def test_a_usage_error_in_an_incident_channel_belongs_to_that_incident(app
 
 async def test_an_unknown_button_is_refused_and_audited_with_its_incident(app):
     ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
-    key = await app.press("nobody.knows.this", "INC-1/x", user=BOB, channel=ch)
-    assert await app.reply(key) == "That button is no longer handled by Firebreak."
+    status, _, _ = await app.sender.action(  # Bolt routes by action id: no listener has this one
+        "nobody.knows.this", "INC-1/x", user=BOB, channel=ch, response_url=app.slack.response_url("unknown")
+    )
+    assert status == 404
+    assert await app.reply("unknown") == "That button is no longer handled by Firebreak."
+    await app.drain()
     e = (await audit_entries(app, "INC-1"))[-1]
     assert (e["action"], e["actor"], e["detail"]) == ("button.unknown", BOB, {"action_id": "nobody.knows.this"})
 

@@ -1,0 +1,70 @@
+"""After the ack: was this exact signed request (timestamp and bytes) received before?
+
+A request sent again byte for byte while its signature is still valid does nothing the
+second time. The check runs in the after-ack work, never before the ack: Slack's 3 s
+budget is not spent on a Redis round trip, and a replay is simply acknowledged again.
+Slack's own retries are signed anew (a later timestamp), so they are not replays here;
+the event's own dedupe (bot/comms/watch.py) decides for those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+
+from redis.exceptions import RedisError
+from slack_bolt.request.async_request import AsyncBoltRequest
+
+from bot import logs
+from bot.slack import verify
+from bot.slack.shapes import Kind
+from bot.slack.store import Received
+from bot.store import Redis
+
+log = logs.get(__name__)
+
+# A replay is accepted while its timestamp is within the window either side of now, so
+# one seen now can come back for up to twice the window.
+REPLAY_TTL_S = 2 * verify.WINDOW_S
+REPLAY_CHECK_S = 1.0  # a stalled store must not hold a lane worker
+ALREADY = "Already received; nothing done twice."
+
+Job = Callable[[], Awaitable[None]]
+
+
+def digest(request: AsyncBoltRequest) -> str:
+    stamp = request.headers.get(verify.TIMESTAMP.lower(), [""])[0]
+    return hashlib.sha256(f"{stamp}:".encode() + request.raw_body.encode()).hexdigest()
+
+
+class Replays:
+    def __init__(self, redis: Redis) -> None:
+        self._received = Received(redis)
+
+    async def first(self, request: AsyncBoltRequest, kind: Kind) -> bool:
+        """True unless this exact request was received before. When the store cannot say, the
+        request goes on: every effect it could have needs the same store, so the executor
+        answers that the store is unreachable (and nothing changes)."""
+        key = digest(request)
+        try:
+            async with asyncio.timeout(REPLAY_CHECK_S):
+                if await self._received.first(key, REPLAY_TTL_S):
+                    return True
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.warning("replay_check_unavailable", kind=kind.value, error=type(exc).__name__)
+            return True
+        retry = request.headers.get("x-slack-retry-num", [""])[0][:4] or None
+        log.info("slack_request_replayed", kind=kind.value, digest=key[:16], retry=retry)
+        return False
+
+    def once(self, request: AsyncBoltRequest, kind: Kind, job: Job, replayed: Job | None = None) -> Job:
+        """``job`` for the lane, run only for the first delivery (``replayed`` for the others)."""
+
+        async def guarded() -> None:
+            if await self.first(request, kind):
+                await job()
+            elif replayed is not None:
+                await replayed()
+
+        return guarded
