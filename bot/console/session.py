@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.console import audit_view, forms, signed
-from bot.console.emulator import Event, SlackEmulator
 from bot.console.people import Directory
 from bot.console.render import Renderer
 from bot.core.services import Services
-from bot.demo.drills import seconds
-from bot.demo.fleet import DemoFleet
+from fbworld.drills import seconds
+from fbworld.fleet import DemoFleet
+from fbworld.slack.console_emulator import Event, SlackEmulator
 
 if TYPE_CHECKING:
     from bot.console.drill import DrillSession

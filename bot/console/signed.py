@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from bot.console.emulator import TEAM
+from fbworld.slack.console_emulator import TEAM
 
 APP_ID = "ACONSOLE"
 

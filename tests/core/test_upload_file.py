@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from bot.chat import ChatError
-from bot.console.emulator import Event, SlackEmulator
 from bot.slack.gateway import UPLOAD_STEP, SlackGateway, make_client
+from fbworld.slack import UPLOAD_URL
+from fbworld.slack.console_emulator import Event, SlackEmulator
 from tests.core.helpers import IC
-from tests.fakes.slack import UPLOAD_URL
 from tests.harness import TOKEN
 
 POSTMORTEM = "# INC-1 postmortem\n\n## Detection gap\nFirst signal 03:10 → détection 05:15 (2h 05m)\n"
