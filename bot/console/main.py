@@ -8,6 +8,7 @@ import os
 import secrets
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from fbworld.drills import Drill, DrillError, drills, get
 from fbworld.drills.runner import MAX_SPEED
 from fbworld.fleet import demo_fleet, demo_unavailable
 from fbworld.kube import tls
-from fbworld.slack.console_emulator import SlackEmulator
+from fbworld.slack import SlackEmulator
 
 SCHEDULER_GRACE_S = 2.0  # at quit, how long the app's running jobs may take to finish
 LOG_PATH = Path(tempfile.gettempdir()) / "firebreak-console.log"
@@ -200,7 +201,14 @@ async def open_console(
         people = Directory()
         token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
         console_box: list[Console] = []
-        emulator = SlackEmulator(token, lambda ev: console_box[0].show(ev), people.name)
+        # A per-run tag keeps channel ids unique even against a Redis that outlives the console.
+        emulator = SlackEmulator(
+            time.time,
+            token=token,
+            on_event=lambda ev: console_box[0].show(ev),
+            names=people.name,
+            id_tag=secrets.token_hex(2).upper(),
+        )
         await emulator.start()
         stack.push_async_callback(emulator.stop)
         settings = load_settings(

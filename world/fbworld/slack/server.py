@@ -1,4 +1,10 @@
-"""FakeSlack: an aiohttp server speaking enough of the Slack Web API for tests.
+"""SlackEmulator: an aiohttp server speaking the Slack Web API methods Firebreak calls, strictly.
+
+One model of the Web API for the tests, bench/ and `firebreak console`: methods, Slack's error
+names, the external upload flow, history with cursors and metadata, response_url posts. Every call
+is recorded (``calls``). Two hooks: ``on_event`` is handed each thing a person in the workspace
+would see (the console prints them), ``names`` answers users.info. Faults (errors, HTTP 5xx,
+delays, 429s, broken uploads) are an opt-in layer: faults.FakeSlack, which the tests use.
 
 Body formats (confirmed from slack_sdk 3.48 web/async_client.py + internal_utils.py):
   * chat.postMessage / chat.update / chat.postEphemeral / views.* are sent as JSON
@@ -24,7 +30,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import BodyPartReader, web
 
@@ -53,24 +59,45 @@ class ResponseUrlPost:
     timestamp: float = field(default_factory=time.time)
 
 
-class FakeSlack:
-    """Fake Slack Web API + response_url endpoint. Use ``url = await start()``."""
+@dataclass
+class Event:
+    """Something the app did that a person in the workspace would see (the ``on_event`` hook)."""
 
-    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+    kind: str  # post | update | pin | ephemeral | reply | view | channel
+    channel: str | None
+    text: str = ""
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    ts: str | None = None
+    user: str | None = None  # ephemeral / reply: who sees it (reply: the response_url key)
+    view: dict[str, Any] | None = None  # view: the opened modal, with its id
+    file: str | None = None  # post of a shared file: its id (``file(id)``)
+
+
+class SlackEmulator:
+    """The Slack Web API + response_url endpoint. Use ``url = await start()``."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] | None = None,
+        *,
+        token: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        names: Callable[[str], str] | None = None,
+        id_tag: str = "",
+    ) -> None:
         """``clock``: what message ts are taken from (Slack's are the time of posting); None keeps
-        the fixed-base counter."""
-        self.state = SlackState(clock)
+        the fixed-base counter. ``token``: the one bot token accepted (None: any ``xoxb-``).
+        ``on_event``: handed each Event. ``names``: user id -> name for users.info (else
+        ``add_user``'s). ``id_tag``: in every id made (see SlackState)."""
+        self.state = SlackState(clock, id_tag)
+        self.token = token
+        self.on_event = on_event
+        self.names = names
         self.calls: list[Call] = []
         self.responses: list[ResponseUrlPost] = []
         self._ephemerals: list[dict[str, Any]] = []
         self.views: dict[str, dict[str, Any]] = {}
         self.users: dict[str, dict[str, Any]] = {}
-        self._rate_limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
-        self._failures: dict[str, list[tuple[str, int]]] = {}
-        self._http_errors: dict[str, list[int]] = {}  # method -> HTTP statuses its next calls answer
-        self._delays: dict[str, list[float]] = {}  # method -> seconds its next calls wait before answering
-        self._upload_failures: list[int] = []  # statuses the upload URL answers next
-        self._upload_truncations: list[int] = []  # bytes the upload URL keeps of the next uploads
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # "http://127.0.0.1:PORT"
         self._handlers: dict[str, Callable[[dict], dict]] = {
@@ -113,7 +140,7 @@ class FakeSlack:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> FakeSlack:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -134,31 +161,36 @@ class FakeSlack:
     def response_url(self, key: str) -> str:
         return f"{self.base_url}/response/{key}"
 
-    # fault injection ------------------------------------------------------
-    def rate_limit_next(self, method: str, times: int = 1, retry_after: int = 1) -> None:
-        self._rate_limits[method] = [times, retry_after]
+    def join(self, channel: str, user: str) -> None:
+        """``user`` is in ``channel`` (a person types only where they are a member)."""
+        ch = self.state.channel(channel)
+        if user not in ch.members:
+            ch.members.append(user)
 
-    def fail_next(self, method: str, error: str, times: int = 1) -> None:
-        self._failures.setdefault(method, []).append((error, times))
+    def user_message(self, channel: str, user: str, text: str) -> str:
+        """A person's message (the console's `say`), kept so replies in its thread have a parent."""
+        return self.state.user_message(channel, user, text).ts
 
-    def http_error_next(self, method: str, status: int = 500, times: int = 1) -> None:
-        """The next ``times`` calls to ``method`` answer HTTP ``status`` (a 5xx outage: no Slack
-        error body, nothing done), after the rate limits and before the Slack errors."""
-        self._http_errors.setdefault(method, []).extend([status] * times)
+    def file_text(self, file_id: str) -> str:
+        """A shared file's content (UTF-8), or "" when there is no such shared file."""
+        f = self.state.files.get(file_id)
+        return f.text if f is not None and f.completed else ""
 
-    def delay_next(self, method: str, seconds: float, times: int = 1) -> None:
-        """The next ``times`` calls to ``method`` are answered ``seconds`` late (each on its own:
-        calls that arrive together wait together), then handled as usual."""
-        self._delays.setdefault(method, []).extend([seconds] * times)
+    def _emit(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
 
-    def fail_upload_next(self, status: int = 500, times: int = 1) -> None:
-        """The next ``times`` POSTs to an upload URL answer ``status`` and keep no bytes."""
-        self._upload_failures.extend([status] * times)
+    # the fault layer's hooks (faults.FakeSlack): no faults here ------------------
+    async def _fault(self, method: str) -> web.Response | None:
+        """An answer that stands in for ``method``'s, before the token is checked; None: none."""
+        return None
 
-    def truncate_next_upload(self, keep: int) -> None:
-        """The next upload keeps only its first ``keep`` bytes (a body cut short on the way), while
-        answering as if all arrived: completeUploadExternal then finds the size mismatch."""
-        self._upload_truncations.append(keep)
+    def _upload_fault(self) -> web.Response | None:
+        return None
+
+    def _received(self, data: bytes) -> bytes:
+        """The bytes an upload URL keeps of ``data``."""
+        return data
 
     # queries ----------------------------------------------------------------
     def calls_to(self, method: str) -> list[Call]:
@@ -250,28 +282,12 @@ class FakeSlack:
             )
         )
 
-        delays = self._delays.get(method)
-        if delays:
-            await asyncio.sleep(delays.pop(0))
-        limit = self._rate_limits.get(method)
-        if limit and limit[0] > 0:
-            limit[0] -= 1
-            return web.json_response(
-                {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(limit[1])}
-            )
-        statuses = self._http_errors.get(method)
-        if statuses:
-            return web.Response(status=statuses.pop(0), text="upstream error")
-        failures = self._failures.get(method)
-        if failures:
-            error, times = failures[0]
-            failures[0] = (error, times - 1)
-            if times - 1 <= 0:
-                failures.pop(0)
-            return web.json_response({"ok": False, "error": error})
+        fault = await self._fault(method)
+        if fault is not None:
+            return fault
         if not token:
             return web.json_response({"ok": False, "error": "not_authed"})
-        if not token.startswith("xoxb-"):
+        if not token.startswith("xoxb-") or (self.token is not None and token != self.token):
             return web.json_response({"ok": False, "error": "invalid_auth"})
         handler = self._handlers.get(method)
         if handler is None:
@@ -288,7 +304,9 @@ class FakeSlack:
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             return web.Response(status=400, text="invalid_payload")
-        self.responses.append(ResponseUrlPost(key=request.match_info["key"], body=body, headers=dict(request.headers)))
+        key = request.match_info["key"]
+        self.responses.append(ResponseUrlPost(key=key, body=body, headers=dict(request.headers)))
+        self._emit(Event("reply", None, str(body.get("text", "")), body.get("blocks") or [], user=key))
         return web.Response(text="ok")
 
     async def _handle_upload(self, request: web.Request) -> web.Response:
@@ -315,11 +333,11 @@ class FakeSlack:
                 content_type=request.content_type,
             )
         )
-        if self._upload_failures:
-            return web.Response(status=self._upload_failures.pop(0), text="upload failed")
+        fault = self._upload_fault()
+        if fault is not None:
+            return fault
         received = len(data)
-        if self._upload_truncations:
-            data = data[: self._upload_truncations.pop(0)]
+        data = self._received(data)
         f = self.state.receive_upload(key, data)
         if f is None:
             return web.Response(status=404, text="Not Found")
@@ -340,6 +358,7 @@ class FakeSlack:
 
     def _conv_create(self, args: dict) -> dict:
         ch = self.state.create_channel(args.get("name", ""))
+        self._emit(Event("channel", ch.id, ch.name))
         return {"ok": True, "channel": ch.to_api()}
 
     def _conv_invite(self, args: dict) -> dict:
@@ -430,10 +449,12 @@ class FakeSlack:
         msg = self.state.post(
             args.get("channel"), args.get("text", ""), args.get("blocks"), args.get("thread_ts"), metadata
         )
+        self._emit(Event("post", msg.channel, msg.text, msg.blocks or [], msg.ts))
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": msg.to_api(include_metadata=True)}
 
     def _chat_update(self, args: dict) -> dict:
         msg = self.state.update(args.get("channel"), args.get("ts"), args.get("text"), args.get("blocks"))
+        self._emit(Event("update", msg.channel, msg.text, msg.blocks or [], msg.ts))
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "text": msg.text, "message": msg.to_api()}
 
     def _post_ephemeral(self, args: dict) -> dict:
@@ -453,6 +474,7 @@ class FakeSlack:
                 "thread_ts": args.get("thread_ts"),
             }
         )
+        self._emit(Event("ephemeral", ch.id, str(args.get("text", "")), args.get("blocks") or [], user=args["user"]))
         return {"ok": True, "message_ts": ts}
 
     def _chat_delete(self, args: dict) -> dict:
@@ -461,13 +483,18 @@ class FakeSlack:
 
     def _pins_add(self, args: dict) -> dict:
         self.state.pin(args.get("channel"), args.get("timestamp"))
+        msg = self.state.find_message(args.get("channel"), args.get("timestamp"))
+        self._emit(Event("pin", msg.channel, msg.text, ts=msg.ts))
         return {"ok": True}
 
     def _views_open(self, args: dict) -> dict:
         if not args.get("trigger_id") or not isinstance(args.get("view"), dict):
             raise SlackError("invalid_arguments")
         view_id = self.state.next_id("V")
-        return {"ok": True, "view": self._store_view(view_id, args["view"])}
+        opened = self._store_view(view_id, args["view"])
+        title = (opened.get("title") or {}).get("text", "")
+        self._emit(Event("view", None, title, opened.get("blocks") or [], view=opened))
+        return {"ok": True, "view": opened}
 
     def _views_update(self, args: dict) -> dict:
         view_id = args.get("view_id")
@@ -497,8 +524,9 @@ class FakeSlack:
         if not uid:
             raise SlackError("user_not_found")
         extra = dict(self.users.get(uid, {}))
-        name = extra.pop("name", None) or uid.lower()
-        real_name = extra.pop("real_name", None) or f"User {uid}"
+        named = self.names(uid) if self.names is not None else None
+        name = extra.pop("name", None) or named or uid.lower()
+        real_name = extra.pop("real_name", None) or named or f"User {uid}"
         user = {
             "id": uid,
             "team_id": TEAM_ID,
@@ -527,6 +555,11 @@ class FakeSlack:
         done = self.state.complete_files(
             args.get("files"), channels, args.get("initial_comment"), args.get("thread_ts")
         )
+        comment = str(args.get("initial_comment") or "")
+        for channel in dict.fromkeys(c for f in done for c in f.channels):
+            for f in done:  # one Event per file: a person sees one line per shared file
+                text = "\n".join(part for part in (comment if f is done[0] else "", f.label()) if part)
+                self._emit(Event("post", channel, text, [], f.message_ts[channel], file=f.id))
         # As Slack: the shares are filled in asynchronously, so the answer lists the files only.
         return {"ok": True, "files": [f.to_api() for f in done]}
 

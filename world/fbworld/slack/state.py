@@ -1,4 +1,4 @@
-"""In-memory Slack workspace state used by the FakeSlack server."""
+"""In-memory Slack workspace state: the model the Slack emulator (server.py) serves."""
 
 from __future__ import annotations
 
@@ -121,6 +121,11 @@ class File:
     def text(self) -> str:
         return (self.content or b"").decode("utf-8", errors="replace")
 
+    def label(self) -> str:
+        """How a person sees the shared file in the channel: "[file] <title> (<n> lines)"."""
+        n = len(self.text.splitlines())
+        return f"[file] {self.title or self.name} ({n} line{'' if n == 1 else 's'})"
+
     def to_api(self) -> dict[str, Any]:
         """The file object completeUploadExternal and a file_share message carry (a subset)."""
         mode = "snippet" if self.snippet_type else "hosted"
@@ -152,7 +157,10 @@ class File:
 class SlackState:
     """Channels, messages and ids of one fake workspace."""
 
-    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None, id_tag: str = "") -> None:
+        """``id_tag``: put in every id made here (C<tag>00000001), so that ids stay unique against
+        state kept by the app from an earlier run (a Redis that outlives the console)."""
+        self._tag = id_tag
         self.channels: dict[str, Channel] = {}
         self.messages: dict[str, list[Message]] = {}
         self._ts_counter = itertools.count(100)
@@ -173,7 +181,7 @@ class SlackState:
         return f"{self._last_ts:.6f}"
 
     def next_id(self, prefix: str) -> str:
-        return f"{prefix}{next(self._id_counter):08d}"
+        return f"{prefix}{self._tag}{next(self._id_counter):08d}"
 
     # channels ---------------------------------------------------------
     def create_channel(self, name: str, members=(), bot_member: bool = True) -> Channel:
@@ -260,6 +268,17 @@ class SlackState:
             thread_ts=thread_ts or None,
             metadata=metadata,
         )
+        self.messages[ch.id].append(msg)
+        return msg
+
+    def user_message(self, channel: str | None, user: str, text: str) -> Message:
+        """A person's message in a channel they are in (the bot need not be)."""
+        ch = self.channel(channel)
+        if ch.archived:
+            raise SlackError("is_archived")
+        if user not in ch.members:
+            ch.members.append(user)
+        msg = Message(ts=self.next_ts(), channel=ch.id, text=text, user=user)
         self.messages[ch.id].append(msg)
         return msg
 
