@@ -209,7 +209,7 @@ async def _migrate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "console":
-        from bot.console.main import LOG_PATH
+        from bot.console import LOG_PATH
 
         # The console prints the app's replies; its logs would interleave with them, so they go to a file.
         log_file = open(LOG_PATH, "a", encoding="utf-8")  # noqa: SIM115 - open for the process's life

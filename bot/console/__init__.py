@@ -8,7 +8,10 @@ it is installed (``world_installed``) before it imports bot.console.main, which 
 from __future__ import annotations
 
 import importlib.util
+import tempfile
+from pathlib import Path
 
+LOG_PATH = Path(tempfile.gettempdir()) / "firebreak-console.log"  # the app's log while the console runs
 WORLD_MISSING = (
     "`firebreak console` needs Firebreak's simulated world (the firebreak-world package), which is not "
     "installed: run `./firebreak console` from a checkout (it installs it), or `pip install ./world`"

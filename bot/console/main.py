@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from bot.clock import Clock
 from bot.config import load_settings
+from bot.console import LOG_PATH
 from bot.console.drill import DrillSession
 from bot.console.people import Directory
 from bot.console.session import Console
@@ -30,7 +31,6 @@ from fbworld.kube import tls
 from fbworld.slack import SlackEmulator
 
 SCHEDULER_GRACE_S = 2.0  # at quit, how long the app's running jobs may take to finish
-LOG_PATH = Path(tempfile.gettempdir()) / "firebreak-console.log"
 BANNER = """\
 Firebreak console: the real app against an embedded Slack emulator on 127.0.0.1.
 {store}

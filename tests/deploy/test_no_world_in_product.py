@@ -122,3 +122,12 @@ def test_the_dockerfile_copies_only_the_product():
             clean = src.strip("./") or "."
             assert clean != ".", f"COPY {args}: the whole context (world/ included) goes in"
             assert not WORLD_NAMES.search(clean) and not clean.startswith(("tests", "bench")), f"COPY {args}"
+
+
+def test_the_console_without_the_world_says_in_one_line_how_to_get_it():
+    # As an install of the product's wheel alone: fbworld cannot be found.
+    code = "import sys; sys.modules['fbworld'] = None; from bot.cli import main; sys.exit(main(['console']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "./firebreak console" in done.stderr and "pip install ./world" in done.stderr
