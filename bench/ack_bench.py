@@ -40,7 +40,7 @@ from bot.config import load_settings
 from bot.runtime import build_runtime
 from bot.server import start_local
 from bot.store import Keys
-from tests.fakes.slack import FakeSlack, SlackSender, sign, slash_command_body
+from fbworld.slack import FakeSlack, SlackSender, sign, slash_command_body
 from tests.harness import SECRET, TOKEN, RunningApp
 from tests.support.redis_server import RedisServer
 

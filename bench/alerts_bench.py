@@ -49,7 +49,7 @@ from bot.runtime import build_runtime  # noqa: E402
 from bot.server import start_local  # noqa: E402
 from bot.signals.jobs import DELIVERY  # noqa: E402
 from bot.store import Keys, connect  # noqa: E402
-from tests.fakes.slack import FakeSlack  # noqa: E402
+from fbworld.slack import FakeSlack  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 TOKEN = "am-bench-token"

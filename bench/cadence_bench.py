@@ -35,7 +35,7 @@ from bot.config import load_settings  # noqa: E402
 from bot.incidents.models import Incident, RoleHolder  # noqa: E402
 from bot.incidents.store import repo  # noqa: E402
 from bot.runtime import build_services, slack_gateway  # noqa: E402
-from tests.fakes.slack import FakeSlack  # noqa: E402
+from fbworld.slack import FakeSlack  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 TOKEN = "xoxb-bench"

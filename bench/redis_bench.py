@@ -31,7 +31,7 @@ from cadence_bench import one_run  # noqa: E402
 
 from bot.clock import SystemClock  # noqa: E402
 from bot.store import Keys, connect, write  # noqa: E402
-from tests.fakes.slack import FakeSlack  # noqa: E402
+from fbworld.slack import FakeSlack  # noqa: E402
 from tests.harness import start_app  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.redis_topologies import ClusterSetup, SentinelSetup  # noqa: E402

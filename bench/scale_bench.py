@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.slack import FakeSlack  # noqa: E402
+from fbworld.slack import FakeSlack  # noqa: E402
 from tests.reliability.replicas import Replica  # noqa: E402
 from tests.reliability.seed import channel_for, seed_open  # noqa: E402
 from tests.reliability.world import close, observer  # noqa: E402

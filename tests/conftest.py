@@ -8,8 +8,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.clock import ManualClock
-from bot.demo.kube import tls
-from tests.fakes.slack import FakeSlack
+from fbworld.kube import tls
+from fbworld.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 from tests.support.redis_server import RedisServer
 from tests.support.redis_topologies import ClusterSetup

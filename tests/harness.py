@@ -17,7 +17,7 @@ from bot.runtime import build_runtime
 from bot.server import start_local
 from bot.slack.lane import Lane
 from bot.store import connect
-from tests.fakes.slack import FakeSlack, SlackSender
+from fbworld.slack import FakeSlack, SlackSender
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"

@@ -1,4 +1,4 @@
-"""A game-day drill inside the console: the runner (bot/demo/drills) plays the timeline against the
+"""A game-day drill inside the console: the runner (world/fbworld/drills) plays the timeline against the
 demo fleet and the app's own /alertmanager; this side reads what the app did from the audit log,
 times the decisions the drill expects, and at the end prints the report: the timeline, the time
 from the first signal to each decision, and each incident's postmortem draft."""
@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.core.services import Services
-from bot.demo.drills import Decision, Drill, Match, Runner, clock
-from bot.demo.fleet import DemoFleet
 from bot.postmortem import document
+from fbworld.drills import Decision, Drill, Match, Runner, clock
+from fbworld.fleet import DemoFleet
 
 WATCH_S = 0.25  # how often the audit is read for the expected decisions
 DELIVERY_WAIT_S = 15.0  # the scheduler picks a delivery up within its poll (0.5 s); Slack may be slow

@@ -46,7 +46,7 @@ async def say(c: Console, text: str) -> bool:
     assert c.emulator and c.sender
     if not text:
         return c._fail("Usage: `say <message>` posts a plain message in the current channel.")
-    ts = c.emulator.user_message(c.channel, c.people.mentions(text))
+    ts = c.emulator.user_message(c.channel, c.user, c.people.mentions(text))
     c.out(f"#{c._channel_name(c.channel)}  @{c.people.name(c.user)}: {text}")
     body = signed.message_body(c.channel, c.user, c.people.mentions(text), ts)
     if not (scan(text, c.svc.policy.comms.secret_patterns) and await c.svc.incidents.by_channel(c.channel)):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -14,20 +16,21 @@ from pydantic import SecretStr
 
 from bot.clock import Clock
 from bot.config import load_settings
+from bot.console import LOG_PATH
 from bot.console.drill import DrillSession
-from bot.console.emulator import SlackEmulator
 from bot.console.people import Directory
 from bot.console.session import Console
 from bot.console.signed import Sender
-from bot.demo.drills import Drill
-from bot.demo.fleet import demo_fleet, demo_unavailable
-from bot.demo.kube import tls
 from bot.policy import load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local
+from fbworld.drills import Drill, DrillError, drills, get
+from fbworld.drills.runner import MAX_SPEED
+from fbworld.fleet import demo_fleet, demo_unavailable
+from fbworld.kube import tls
+from fbworld.slack import SlackEmulator
 
 SCHEDULER_GRACE_S = 2.0  # at quit, how long the app's running jobs may take to finish
-LOG_PATH = Path(tempfile.gettempdir()) / "firebreak-console.log"
 BANNER = """\
 Firebreak console: the real app against an embedded Slack emulator on 127.0.0.1.
 {store}
@@ -72,6 +75,41 @@ async def _scripted(console: Console, lines: list[str]) -> int:
         _say(f"script: {len(failed)} line(s) failed: line {', '.join(map(str, failed))}")
         return 1
     return 0
+
+
+def main(user: str, script: str | None, drill_name: str | None, speed: float | None) -> int:
+    """`console [--drill NAME [--speed N]]`: `--drill list` lists the drills; a drill needs the demo fleet."""
+    drill = None
+    if drill_name is None and speed is not None:
+        print(
+            "firebreak: --speed sets a drill's pace: use it with --drill NAME (`--drill list` names them)",
+            file=sys.stderr,
+        )
+        return 2
+    if speed is not None and speed > MAX_SPEED:
+        print(f"firebreak: --speed: more than 0 and at most {MAX_SPEED:g} (got {speed:g})", file=sys.stderr)
+        return 2
+    if drill_name is not None:
+        try:
+            if drill_name == "list":
+                for d in drills().values():
+                    print(f"{d.name:<18} {d.title}: {d.summary}")
+                return 0
+            drill = get(drill_name)
+        except DrillError as exc:
+            print(f"firebreak: {exc}", file=sys.stderr)
+            return 2
+        # A drill changes the clusters and moves Prometheus's figures: only the demo fleet's.
+        configured = [v for v in ("KUBECONFIG", "PROMETHEUS_URL") if os.environ.get(v)]
+        if configured:
+            print(
+                f"firebreak: --drill runs only on the demo fleet, and {' and '.join(configured)} "
+                f"{'is' if len(configured) == 1 else 'are'} set: a drill changes the clusters and the figures "
+                f"it runs on. Unset {' and '.join(configured)} to drill on the demo fleet.",
+                file=sys.stderr,
+            )
+            return 2
+    return asyncio.run(run_console(user, script, drill, speed or 1.0))
 
 
 async def run_console(user: str, script: str | None, drill: Drill | None = None, speed: float = 1.0) -> int:
@@ -163,7 +201,14 @@ async def open_console(
         people = Directory()
         token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
         console_box: list[Console] = []
-        emulator = SlackEmulator(token, lambda ev: console_box[0].show(ev), people.name)
+        # A per-run tag keeps channel ids unique even against a Redis that outlives the console.
+        emulator = SlackEmulator(
+            time.time,
+            token=token,
+            on_event=lambda ev: console_box[0].show(ev),
+            names=people.name,
+            id_tag=secrets.token_hex(2).upper(),
+        )
         await emulator.start()
         stack.push_async_callback(emulator.stop)
         settings = load_settings(

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.console import audit_view, forms, signed
-from bot.console.emulator import Event, SlackEmulator
 from bot.console.people import Directory
 from bot.console.render import Renderer
 from bot.core.services import Services
-from bot.demo.drills import seconds
-from bot.demo.fleet import DemoFleet
+from fbworld.drills import seconds
+from fbworld.fleet import DemoFleet
+from fbworld.slack import Event, SlackEmulator
 
 if TYPE_CHECKING:
     from bot.console.drill import DrillSession
@@ -78,11 +78,11 @@ class Console:
 
     def attach(self, emulator: SlackEmulator, sender: signed.Sender) -> None:
         self.emulator, self.sender = emulator, sender
-        self.channel = emulator.add_channel("general").id
+        self.channel = emulator.add_channel("general")
 
     # what the app shows ------------------------------------------------------
     def _channel_name(self, cid: str) -> str:
-        ch = self.emulator.channels.get(cid) if self.emulator else None
+        ch = self.emulator.state.channels.get(cid) if self.emulator else None
         return ch.name if ch else cid
 
     def show(self, ev: Event) -> None:
@@ -197,6 +197,8 @@ class Console:
         if btn is None:
             return self._fail(f"No button [{arg}]. Buttons are numbered in the messages above: `press 1`.")
         self.out(f"  (pressing [{btn.number}] {btn.label} as @{self.people.name(self.user)})")
+        if btn.channel:
+            self.emulator.join(btn.channel, self.user)
         key = f"k{next(self._keys)}"
         body = signed.action_body(
             btn.action_id,
@@ -219,7 +221,9 @@ class Console:
         reply: bool = True,
     ) -> bool:
         """Post a signed request and wait until the app has answered it (its audit entry and reply)."""
-        assert self.sender
+        assert self.sender and self.emulator
+        if self.channel:  # a person types only in a channel they are in, as Slack has it
+            self.emulator.join(self.channel, self.user)
         key = key or f"k{next(self._keys)}"
         start = await self.svc.audit.count()
         pending = self._pending[key] = Pending(self.user, ephemeral=ephemeral, reply=reply)
@@ -287,13 +291,17 @@ class Console:
 
     def _switch(self, arg: str) -> bool:
         assert self.emulator
-        chans = list(self.emulator.channels.values())
+        chans = list(self.emulator.state.channels.values())
         if not arg:
             for i, ch in enumerate(chans, 1):
                 mark = "*" if ch.id == self.channel else " "
                 self.out(f" {mark}{i}. #{ch.name} ({ch.id})")
             return True
-        hit = chans[int(arg) - 1] if arg.isdigit() and 0 < int(arg) <= len(chans) else self.emulator.by_name(arg)
+        hit = (
+            chans[int(arg) - 1]
+            if arg.isdigit() and 0 < int(arg) <= len(chans)
+            else self.emulator.state.find_by_name(arg)
+        )
         if hit is None:
             return self._fail(f"No channel `{arg[:40]}`. Type `channel` to list them.")
         self.channel = hit.id

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets
 import time
@@ -12,14 +10,10 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from bot.console.emulator import TEAM
+from fbworld.slack import TEAM_ID as TEAM
+from fbworld.slack import sign
 
 APP_ID = "ACONSOLE"
-
-
-def signature(secret: str, ts: str, body: bytes) -> str:
-    base = b"v0:" + ts.encode() + b":" + body
-    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
 def command_body(text: str, user: str, user_name: str, channel: str, channel_name: str, response_url: str) -> bytes:
@@ -121,12 +115,7 @@ class Sender:
     async def post(self, body: bytes, content_type: str = "application/x-www-form-urlencoded") -> tuple[int, str]:
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        ts = str(int(time.time()))
-        headers = {
-            "Content-Type": content_type,
-            "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature(self.secret, ts, body),
-        }
+        headers = {"Content-Type": content_type, **sign(body, self.secret)}
         async with self._session.post(self.url, data=body, headers=headers) as resp:
             return resp.status, await resp.text()
 

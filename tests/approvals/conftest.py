@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
-from tests.fakes.slack import FakeSlack
+from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 
 SEC = "C_SEC"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 
+from fbworld.slack import block_actions_body
 from levers import executor
 from levers.store import lever_store
 from tests.approvals.conftest import buttons, text_of
 from tests.conftest import T0, audit_entries
-from tests.fakes.slack import block_actions_body
 
 DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"
 

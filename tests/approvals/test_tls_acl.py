@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from fbworld.tls import TLSFiles, make_tls
 from tests.approvals.test_breakglass import test_grant_use_and_security_posts as test_breakglass_over_tls_as_acl_user
 from tests.approvals.test_lever_approval import (
     test_approved_request_changes_the_object_exactly_once as test_approval_over_tls_as_acl_user,
 )
 from tests.approvals.test_lever_approval import test_the_audit_tells_the_whole_story as test_audit_over_tls_as_acl_user
 from tests.support.ports import free_port
-from tests.support.tls import TLSFiles, make_tls
 
 __all__ = [
     "test_approval_over_tls_as_acl_user",

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tests.fakes.slack import FakeSlack
+from fbworld.slack import FakeSlack
 
 # Methods whose arguments Slack renders as message or view text.
 RENDERED = ("chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "views.update")

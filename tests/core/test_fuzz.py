@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from bot.clock import ManualClock
 from bot.store import Keys
+from fbworld.slack import FakeSlack
 from tests.conftest import T0
-from tests.fakes.slack import FakeSlack
 from tests.harness import start_app
 
 # Words that mean something to Firebreak's grammar or to Slack's own payload encoding.

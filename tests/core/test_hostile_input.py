@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import hmac
 import io
 import json
 import logging
@@ -29,8 +27,8 @@ import structlog
 from yarl import URL
 
 from bot.store import Keys
+from fbworld.slack import block_actions_body, event_body, signature, slash_command_body, view_submission_body
 from tests.conftest import audit_entries
-from tests.fakes.slack import block_actions_body, event_body, slash_command_body, view_submission_body
 from tests.harness import SECRET
 
 FORM, JSON = "application/x-www-form-urlencoded", "application/json"
@@ -38,7 +36,7 @@ FORM, JSON = "application/x-www-form-urlencoded", "application/json"
 
 def _sig(body: bytes, ts: str, secret: str = SECRET) -> str:
     """Slack's v0 signature over whatever timestamp text is sent (even one that is not a number)."""
-    return "v0=" + hmac.new(secret.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+    return signature(body, secret, ts)
 
 
 def _now() -> str:

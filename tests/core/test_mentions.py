@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from bot.chat import quote
 from bot.clock import ManualClock
 from bot.incidents.rules import slugify
+from fbworld.slack import FakeSlack
 from tests.conftest import T0
 from tests.core.helpers import BOB, CAROL, IC, TITLE
 from tests.core.mentions import INVISIBLE, POSTS, pings, received, texts
-from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 
 # What a hostile (or careless) person can put in a command, as Slack delivers it.

@@ -15,11 +15,11 @@ import pytest
 
 from bot.incidents.store import repo
 from bot.store import Keys
+from fbworld.slack import block_actions_body, event_body, sign, slash_command_body, view_submission_body
 from tests.comms.helpers import LEASE, kill_at_post
 from tests.comms.test_secrets import _msg, _warnings
 from tests.conftest import audit_entries
 from tests.core.helpers import CAROL, IC, TITLE
-from tests.fakes.slack import block_actions_body, event_body, sign, slash_command_body, view_submission_body
 from tests.harness import start_app
 from tests.support.ports import free_port
 

@@ -7,9 +7,9 @@ import time
 import aiohttp
 import pytest
 
+from fbworld.slack import SlackSender, block_actions_body, sign, slash_command_body
 from tests.conftest import audit_entries
 from tests.core.helpers import IC
-from tests.fakes.slack import SlackSender, block_actions_body, sign, slash_command_body
 
 
 async def _snapshot(app) -> tuple[int, int]:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bot.chat import ChatError
-from bot.console.emulator import Event, SlackEmulator
 from bot.slack.gateway import UPLOAD_STEP, SlackGateway, make_client
+from fbworld.slack import UPLOAD_URL, Event, SlackEmulator
 from tests.core.helpers import IC
-from tests.fakes.slack import UPLOAD_URL
 from tests.harness import TOKEN
 
 POSTMORTEM = "# INC-1 postmortem\n\n## Detection gap\nFirst signal 03:10 → détection 05:15 (2h 05m)\n"
@@ -95,11 +94,11 @@ async def test_transient_failures_are_retried_and_a_lasting_one_is_reported(app)
 async def test_the_console_emulator_shows_the_file_and_keeps_its_content():
     """`firebreak console`'s embedded Slack: the same gateway call prints one short line."""
     seen: list[Event] = []
-    emulator = SlackEmulator("xoxb-console", seen.append, lambda uid: uid.lower())
+    emulator = SlackEmulator(token="xoxb-console", on_event=seen.append)
     await emulator.start()
     gateway = SlackGateway(make_client("xoxb-console", emulator.api_url))
     try:
-        ch = emulator.add_channel("inc-1-gpu-hang").id
+        ch = emulator.add_channel("inc-1-gpu-hang")
         file_id = await gateway.upload_file(ch, "pm.md", POSTMORTEM, "INC-1 postmortem", comment="Postmortem")
         (ev,) = seen
         assert (ev.kind, ev.channel, ev.file) == ("post", ch, file_id)

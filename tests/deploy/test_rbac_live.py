@@ -1,5 +1,5 @@
 """Every lever, and `changed`, against the fake API server with ONLY the rules of the rendered
-ClusterRole (bot/demo/kube answers 403 as RBAC would): dry run, pull, verify and undo each, and
+ClusterRole (world/fbworld/kube answers 403 as RBAC would): dry run, pull, verify and undo each, and
 nothing is forbidden. And every permission the ClusterRole grants is used by some call: the grant is
 exactly what the code does, checked on the wire as well as against the declared `needs`."""
 
@@ -11,8 +11,8 @@ import re
 import pytest
 import yaml
 
-from bot.demo.kube import FakeKubeCluster, Rule, samples
-from bot.demo.kube.auth import request_info
+from fbworld.kube import FakeKubeCluster, Rule, samples
+from fbworld.kube.auth import request_info
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store

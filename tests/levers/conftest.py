@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.conftest import T0
 from tests.harness import RunningApp, start_app
 from tests.levers.helpers import Cells

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.core.registry import Hook
-from bot.demo.kube import FakeKubeCluster
+from fbworld.kube import FakeKubeCluster
 from tests.harness import RunningApp
 
 # Always truthy, so `if KUBECTL:` never quietly skips the kubectl reference run:

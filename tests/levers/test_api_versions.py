@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.helpers import OPS, Cells, comparable, kubectl, patches, say

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from bot.clock import hhmm
-from bot.demo.kube import ApiError
+from fbworld.kube import ApiError
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.helpers import MODEL, OPS, SEC, channel_texts, comparable, say

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.demo.kube.auth import Rule
+from fbworld.kube.auth import Rule
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.helpers import MODEL, OPS, say

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.helpers import MODEL, OPS, channel_texts, comparable, say

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from levers.store import lever_store
 from tests.conftest import T0
 from tests.levers.helpers import OPS, patches, say

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.helpers import OPS, PROVENANCE, comparable, kubectl, patches, say

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.demo.kube import FakeKubeCluster, default_crd_dir, samples, write_kubeconfig
+from fbworld.kube import FakeKubeCluster, default_crd_dir, samples, write_kubeconfig
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.conftest import seed_cell

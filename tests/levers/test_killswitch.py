@@ -4,7 +4,7 @@ goes (the gateway's own default can't be read, and `none` can't widen it)."""
 
 from __future__ import annotations
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from levers.store import lever_store
 from tests.conftest import audit_entries
 from tests.levers.helpers import SEC, patches, say

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.demo.kube import FAKE_TOKEN, FakeKubeCluster, samples
-from bot.demo.kube.kubeconfig import cluster_entry
+from fbworld.kube import FAKE_TOKEN, FakeKubeCluster, samples
+from fbworld.kube.kubeconfig import cluster_entry
 from levers.kube import FIELD_MANAGER, Kube, KubeError
 from levers.plan import JSON_PATCH, MERGE, ApiCall
 from tests.conftest import audit_entries

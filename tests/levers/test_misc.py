@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.kube import samples
 from bot.policy.loader import PolicyError, load_policy
+from fbworld.kube import samples
 from levers.kube import kube_for
 from levers.store import lever_store
 from tests.conftest import audit_entries

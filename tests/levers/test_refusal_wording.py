@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.demo.kube import write_kubeconfig
+from fbworld.kube import write_kubeconfig
 from tests.harness import start_app
 from tests.levers.helpers import OPS, say
 

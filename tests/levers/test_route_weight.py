@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from levers import hooks
 from levers.base import Ctx, Target, params_of
 from levers.catalogue import LEVERS

@@ -15,9 +15,9 @@ from bot.clock import ManualClock
 from bot.postmortem import actions as pm_actions
 from bot.postmortem import rules
 from bot.postmortem.store import ACTION_SEQ, actions, actions_key
+from fbworld.slack import FakeSlack
 from tests.comms.helpers import LEASE, kill_at_post, killed_tick
 from tests.conftest import T0, audit_entries
-from tests.fakes.slack import FakeSlack
 from tests.harness import RunningApp, start_app
 from tests.telemetry.helpers import Delta, scrape
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tests.fakes.slack import FakeSlack, SlackSender
+from fbworld.slack import FakeSlack, SlackSender
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "reliability-signing-secret"

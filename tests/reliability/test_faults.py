@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
-from tests.fakes.slack import FakeSlack
+from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.slack import FakeSlack
 from tests.reliability.replicas import Pair, start_pair, verified, write_policy
 from tests.reliability.world import CELL, OPS, until
 

@@ -27,9 +27,9 @@ import pytest
 from bot.approvals.store import ballots
 from bot.clock import ManualClock
 from bot.core import intents
-from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.slack import FakeSlack
 from levers.store import lever_store
-from tests.fakes.slack import FakeSlack
 from tests.reliability.replicas import Pair, exported, start_pair, token, verified, write_policy
 from tests.reliability.world import CELL, CQ_PATH, OPS, close, has_button, observer, text_of, until, writes
 

@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 from bot.comms.commands import Snooze
 from bot.slack import actions
 from bot.store import Keys
-from tests.fakes.slack import FakeSlack
+from fbworld.slack import FakeSlack
 from tests.reliability.replicas import Pair, channel_of, exported, start_pair, verified, write_policy
 
 pytestmark = pytest.mark.reliability

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.comms import timers
-from tests.fakes.slack import FakeSlack
+from fbworld.slack import FakeSlack
 from tests.reliability.replicas import Pair, channel_of, start_pair, verified
 from tests.reliability.seed import CELLS, channel_for, seed_open
 from tests.reliability.world import close, observer

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 from bot.clock import Clock, SystemClock
 from bot.config import load_settings
 from bot.core.services import Services
-from bot.demo.kube import FakeKubeCluster
 from bot.runtime import build_services
+from fbworld.kube import FakeKubeCluster
 from tests.approvals.conftest import text_of  # noqa: F401 - re-exported for the reliability tests
 
 T = TypeVar("T")

@@ -43,6 +43,8 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.utils import floatToGoString
 
+from fbworld.tls import TLSFiles, make_tls  # re-exported for callers
+
 from .services import (  # re-exported for callers
     DEFAULT_SERVICES_DIR,
     ManagedProcess,
@@ -53,7 +55,6 @@ from .services import (  # re-exported for callers
     find_binary,
     services_dir,
 )
-from .tls import TLSFiles, make_tls  # re-exported for callers
 
 __all__ = [
     "BURN_RATE_QUERY",
@@ -538,7 +539,7 @@ def triage_series(
 # --------------------------------------------------------------------------- TLS
 
 
-# make_tls / TLSFiles live in tests/support/tls.py (shared with the fake API server).
+# make_tls / TLSFiles live in fbworld/tls.py (shared with the fake API server).
 
 
 # --------------------------------------------------------------------------- server

@@ -19,8 +19,8 @@ from bot.clock import SystemClock
 from bot.comms import timers
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import repo
+from fbworld.slack import FakeSlack, SlackSender
 from tests.core.helpers import REPO
-from tests.fakes.slack import FakeSlack, SlackSender
 from tests.harness import RunningApp, start_app
 
 SERVE_TOKEN = "xoxb-serve-process"

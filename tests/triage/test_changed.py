@@ -1,4 +1,4 @@
-"""`/incident changed [--hours H]` against fake cells (bot/demo/kube) and a real Prometheus: a
+"""`/incident changed [--hours H]` against fake cells (world/fbworld/kube) and a real Prometheus: a
 canary rollout in flight, a driver-skewed node, Warning events (paginated), Firebreak's own lever,
 and a demand shift (us-east-1 drained, us-east-3 took its traffic) called out as a capacity shift."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from tests.conftest import T0
 from tests.support.prometheus import PrometheusServer, demand_series, ensure_services_installed
 from tests.triage.conftest import (

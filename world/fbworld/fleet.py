@@ -1,0 +1,172 @@
+"""The demo fleet: three cells and the fleet context, each a Kubernetes API emulator seeded with
+the objects every lever acts on, and (when no Prometheus is configured) a simulated Prometheus
+answering the policy's queries for a healthy fleet.
+
+Names follow DESIGN.md section 10's examples, so the README's lever lines work as typed:
+`research-h100`, `serve-chat/llm-70b`, `edge/chat-global`, GPU nodes `gpu-a3-01xx`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import secrets
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot import logs
+from bot.policy import Policy
+from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
+from fbworld.metrics import FleetMetrics
+from fbworld.prometheus import DemoPrometheus
+
+log = logs.get(__name__)
+
+CELLS = ("us-east-1", "us-east-2", "us-east-3")
+# GPU nodes per cell: gpu-a3-0101 … gpu-a3-0140. With the default budget (at most 10% of a cell's
+# GPU nodes quarantined) four may be quarantined, so the hourly rate budget (3) is what stops a
+# storm first: the xid-storm drill's fourth quarantine is refused by it.
+NODES_PER_CELL = 40
+DRIVER = "550.127.08"
+NODE_IMAGE = "cos-gpu-2026-11-03"
+# What a healthy route looks like: every cell takes an equal share.
+ROUTE_WEIGHT = 100
+TOOLGW_FLAGS = {"default.max_side_effect": "write", "acme.max_side_effect": "write", "globex.max_side_effect": "money"}
+
+
+def node_name(n: int) -> str:
+    """The n-th GPU node of a cell, from 1: gpu-a3-0101."""
+    return f"gpu-a3-{100 + n:04d}"
+
+
+def gpu_node(cell: str, n: int, policy: Policy) -> dict[str, Any]:
+    node = samples.gpu_node(node_name(n), cell)
+    labels = node["metadata"]["labels"]
+    labels[policy.queries.changed.driver_label] = DRIVER
+    for key in policy.queries.changed.node_image_labels[:1]:
+        labels[key] = NODE_IMAGE
+    return node
+
+
+def cell_objects(cell: str, policy: Policy) -> list[dict[str, Any]]:
+    """What one cell serves: a Kueue ClusterQueue with a Kueue-managed JobSet, the 70B model's Argo
+    Rollout (KEDA scales it) with its ReplicaSets, a router Deployment KEDA scales, the tool
+    gateway's flags, an agent sandbox pod, and the GPU nodes with the GPU taint they carry."""
+    rollout = samples.rollout("serve-chat", "llm-70b")
+    cm_ns, cm_name = policy.levers.killswitch.configmap.split("/", 1)
+    return [
+        samples.cluster_queue("research-h100"),
+        samples.kueue_jobset("train-llm", "pretrain-405b", queue="research-h100"),
+        rollout,
+        *samples.rollout_replica_sets(rollout),
+        samples.scaled_object("serve-chat", "llm-70b", target="llm-70b"),
+        samples.deployment("serve-chat", "chat-router", replicas=3),
+        _scaled_deployment("serve-chat", "chat-router"),
+        samples.configmap_toolgw(cm_ns, dict(TOOLGW_FLAGS), name=cm_name),
+        samples.pod("sbx-tenant-acme", "sess-7f3a9c-0"),
+        *(gpu_node(cell, n, policy) for n in range(1, NODES_PER_CELL + 1)),
+    ]
+
+
+def _scaled_deployment(ns: str, name: str) -> dict[str, Any]:
+    so = samples.scaled_object(ns, name, target=name)
+    so["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+    so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"] = 2, 12
+    return so
+
+
+def fleet_objects(policy: Policy) -> list[dict[str, Any]]:
+    """The fleet context: the global route, one backend per cell at an equal weight."""
+    prefix = policy.levers.route_weight.backend_prefix
+    backends = {f"{prefix}{cell}": ROUTE_WEIGHT for cell in CELLS}
+    return [samples.http_route("edge", "chat-global", backends)]
+
+
+@dataclass
+class DemoFleet:
+    """The running demo: one API emulator per context, the kubeconfig naming them, and the figures
+    the simulated Prometheus answers with (None when a real PROMETHEUS_URL is used)."""
+
+    clusters: dict[str, FakeKubeCluster]
+    kubeconfig: Path
+    metrics: FleetMetrics
+    prometheus: DemoPrometheus | None = None
+    token: str = field(default="", repr=False)
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        return CELLS
+
+    def quarantined_fraction(self, cell: str, policy: Policy) -> float | None:
+        """The cell's GPU nodes carrying the quarantine taint, over its GPU nodes (what the
+        `quarantined` query measures), read from the emulator itself."""
+        cluster = self.clusters.get(policy.levers.cells.get(cell, cell))
+        if cluster is None:
+            return None
+        key, value = policy.levers.node_quarantine.gpu_node_selector.split("=", 1)
+        gpu = [n for n in cluster.list("nodes") if (n["metadata"].get("labels") or {}).get(key) == value]
+        if not gpu:
+            return None
+        taint_key = policy.levers.node_quarantine.taint_key
+        tainted = [n for n in gpu if any(t.get("key") == taint_key for t in (n.get("spec") or {}).get("taints") or [])]
+        return len(tainted) / len(gpu)
+
+
+def _seeded(name: str, objects: list[dict[str, Any]], token: str) -> FakeKubeCluster:
+    """A cluster holding ``objects``: CRD parsing and schema checks, ~0.1 s a cell, so it runs in a
+    worker thread (nothing else sees the cluster until it starts serving)."""
+    cluster = FakeKubeCluster(name)
+    cluster.set_tokens(token)
+    # The console runs for hours: keep no request log (the tests read it; nobody here does).
+    cluster.record_requests = False
+    for obj in objects:
+        cluster.put(copy.deepcopy(obj))
+    return cluster
+
+
+async def _start_cluster(name: str, objects: list[dict[str, Any]], token: str) -> FakeKubeCluster:
+    cluster = await asyncio.to_thread(_seeded, name, objects, token)
+    cluster.start_controller("kueue", interval=0.5)
+    cluster.start_controller("argo", interval=0.5)
+    await cluster.start()
+    return cluster
+
+
+def demo_unavailable() -> str | None:
+    """Why the demo fleet can't start here, or None. Its API servers speak https (kubectl sends a
+    token only over https) with a throwaway CA made by the openssl CLI."""
+    if shutil.which("openssl") is None:
+        return "the openssl CLI is not installed (Debian: apt install openssl)"
+    return None
+
+
+@contextlib.asynccontextmanager
+async def demo_fleet(policy: Policy, workdir: Path, *, prometheus: bool) -> AsyncIterator[DemoFleet]:
+    """Start the demo fleet's emulators (and, with ``prometheus``, the simulated Prometheus); the
+    kubeconfig is written into ``workdir`` with a token made for this run."""
+    token = secrets.token_urlsafe(24)
+    contexts = {policy.levers.cells.get(cell, cell): cell_objects(cell, policy) for cell in CELLS}
+    contexts[policy.levers.fleet_context] = fleet_objects(policy)
+    clusters: dict[str, FakeKubeCluster] = {}
+    fleet: DemoFleet | None = None
+    try:
+        for name, objects in contexts.items():
+            clusters[name] = await _start_cluster(name, objects, token)
+        urls = {name: str(c.url) for name, c in clusters.items()}
+        kubeconfig = await asyncio.to_thread(write_kubeconfig, workdir / "kubeconfig", urls, token)
+        fleet = DemoFleet(clusters, kubeconfig, FleetMetrics(CELLS), token=token)
+        fleet.metrics.derive("quarantined", lambda cell: fleet.quarantined_fraction(cell, policy) if fleet else None)
+        if prometheus:
+            fleet.prometheus = DemoPrometheus(fleet.metrics, policy)
+            await fleet.prometheus.start()
+        log.info("demo_fleet_started", contexts=sorted(clusters), prometheus=prometheus)
+        yield fleet
+    finally:
+        if fleet is not None and fleet.prometheus is not None:
+            await fleet.prometheus.stop()
+        for cluster in clusters.values():
+            await cluster.stop()
