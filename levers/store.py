@@ -148,12 +148,12 @@ class LeverStore:
             raise ValueError(
                 f"lever request state {to_state!r} (from {sorted(from_states)}) is not one the store holds"
             )
-        src = sorted(s.value for s in from_states)
+        src = sorted(LeverState(s).value for s in from_states)  # a plain string must name a member too
         flat: list[EncodableT] = []
         for k, v in _encode(fields).items():
             flat += [k, v]
         code = await self._transition(
-            keys=[_request(req_id), _IN_FLIGHT_KEY, MOVED_KEY], args=[len(src), *src, to_state.value, *flat]
+            keys=[_request(req_id), _IN_FLIGHT_KEY, MOVED_KEY], args=[len(src), *src, LeverState(to_state).value, *flat]
         )
         return Moved(int(code)) is Moved.MOVED
 
