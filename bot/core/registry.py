@@ -90,7 +90,8 @@ class Registry:
     observers: list[Observer] = field(default_factory=list)
     startup: list[StartHook] = field(default_factory=list)
     http: list[tuple[str, str, WebHandlerFactory]] = field(default_factory=list)
-    timelines: dict[str, Line[Any]] = field(default_factory=dict)
+    # Left out of repr: rendering ~50 lines' models in every logged traceback's locals costs seconds.
+    timelines: dict[str, Line[Any]] = field(default_factory=dict, repr=False)
     _hooks: dict[str, list[Any]] = field(default_factory=dict)
 
     # Commands ---------------------------------------------------------------------------------
