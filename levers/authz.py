@@ -13,6 +13,7 @@ from bot.core.request import IncidentView, Request
 from bot.core.services import Services
 from bot.policy.roles import seated, self_seat_hint, title
 from levers import hooks
+from levers.base import rule_of
 from levers.catalogue import LEVERS
 from levers.commands import PullLever, Undo
 from levers.requests import LeverRequest
@@ -47,7 +48,7 @@ async def _decide(
 
 async def access(svc: Services, inc: IncidentView | None, user: str, lever: str, cell: str) -> tuple[bool, str | None]:
     """(allowed, grant id): allowed by a role the user holds here, else by an active grant."""
-    roles = set(svc.policy.levers.levers[lever].roles)
+    roles = set(rule_of(svc.policy.levers, LEVERS[lever]).roles)
     if inc is not None and roles & set(inc.holders(user)):
         return True, None
     for provider in svc.registry.hooked(hooks.GRANT_PROVIDERS):
@@ -58,7 +59,7 @@ async def access(svc: Services, inc: IncidentView | None, user: str, lever: str,
 
 
 def _denial(svc: Services, inc: IncidentView | None, user: str, lever: str, verb: str) -> str:
-    roles = svc.policy.levers.levers[lever].roles
+    roles = rule_of(svc.policy.levers, LEVERS[lever]).roles
     held = ", ".join(title(r) for r in inc.holders(user)) if inc is not None else ""
     where = f" in {inc.id}" if inc is not None else ""
     who = " or ".join(f"the {title(r)}" for r in roles)
@@ -82,7 +83,7 @@ async def still_allowed(svc: Services, rec: LeverRequest) -> str | None:
     grant the request was made under, still active now.
     """
     inc = await svc.incidents.get(rec.incident)
-    roles = svc.policy.levers.levers[rec.lever].roles
+    roles = rule_of(svc.policy.levers, LEVERS[rec.lever]).roles
     if inc is not None and set(roles) & set(inc.holders(rec.requester)):
         return None
     if rec.grant_id:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.chat import quote
 from bot.core.services import Services
-from bot.policy.levers import LeversPolicy
+from bot.policy.levers import LeverRule, LeversPolicy
 from levers.kube import CellClient
 from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
 
@@ -198,6 +198,8 @@ class Lever(ABC):
     # Every API call the lever makes in its cell, whatever the path: plan, dry-run, apply, the conflict
     # re-read, the timeout fence, verify's read-back, budgets and undo (levers.catalogue checks each sets it).
     needs: ClassVar[tuple[Access, ...]]
+    # Who pulls it and whether it needs a second person, when policies/levers.yaml does not say.
+    default_rule: ClassVar[LeverRule]
 
     def path(self, ctx: Ctx, sub: str | None = None) -> str:
         return self.kind.path(ctx.target, sub, ctx.version)
@@ -251,6 +253,11 @@ class Lever(ABC):
             body,
             kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "merge", body, sub),
         )
+
+
+def rule_of(policy: LeversPolicy, lever: Lever) -> LeverRule:
+    """The policy's rule for ``lever`` (policies/levers.yaml `levers:`), else the lever's own default."""
+    return policy.levers.get(lever.name) or lever.default_rule
 
 
 async def version_of(kind: Kind, kube: CellClient) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from bot.core.grammar import Spec
 from bot.core.hooks import STATUS_LINE
 from bot.core.registry import Registry
-from levers import authz, listing, pull, reconcile, undo
+from bot.core.timeline import CommandDetail
+from levers import authz, listing, pull, reconcile, timeline, undo
 from levers.commands import LeverSettle, ListLevers, PullLever, Undo
 
 
@@ -46,3 +47,11 @@ def register(reg: Registry) -> None:
     reg.job(reconcile.JOB, reconcile.settle_due)
     reg.on_start(reconcile.reconcile_in_flight)
     reg.add(STATUS_LINE, listing.open_levers)
+
+    # How its commands and the lever.* events read on the postmortem's timeline.
+    reg.timeline(PullLever, timeline.Pulled, timeline.pulled)
+    reg.timeline(Undo, CommandDetail, timeline.no_event)  # lever.undo says what it did
+    reg.timeline(ListLevers, CommandDetail, timeline.no_event)  # a read
+    reg.timeline(LeverSettle, CommandDetail, timeline.no_event)  # the lever.* entry it writes says it
+    for event, render in timeline.EVENTS.items():
+        reg.timeline(event.action, timeline.LeverEntry, render)

@@ -26,7 +26,7 @@ from levers.catalogue import LEVERS
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
 from levers.plan import Plan
-from levers.requests import LeverRequest
+from levers.requests import LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store
 
 log = logs.get(__name__)
@@ -36,34 +36,40 @@ log = logs.get(__name__)
 class ExecResult:
     message: str
     ok: bool
-    state: str
+    state: LeverState | None  # None: there is no such request
 
 
 async def execute_approved(svc: Services, req_id: str, approver: str) -> ExecResult:
     store = lever_store(svc)
     rec = await store.get(req_id)
     if rec is None:
-        return ExecResult(f"{req_id} does not exist.", False, "missing")
+        return ExecResult(f"{req_id} does not exist.", False, None)
     started = svc.clock.now()
     # Armed before the claim, so a process that dies (or loses its store) once it is executing
     # always leaves the timer that settles the request in a live replica (levers/inflight.py).
     await inflight.arm(svc, req_id, rec.incident, started)
-    if not await store.transition(req_id, {"approved"}, "executing", started_at=started):
+    if not await store.transition(req_id, {LeverState.approved}, LeverState.executing, started_at=started):
         now = await store.get(req_id)
-        state = now.state if now else "missing"
-        return ExecResult(f"{rec.label} is already {state}; nothing more was done.", False, state)
-    return await _run(svc, rec.model_copy(update={"state": "executing", "started_at": started}), approver)
+        state = now.state if now else None
+        return ExecResult(f"{rec.label} is already {state or 'missing'}; nothing more was done.", False, state)
+    return await _run(svc, rec.model_copy(update={"state": LeverState.executing, "started_at": started}), approver)
 
 
-async def _finish(svc: Services, rec: LeverRequest, state: str, message: str, ok: bool, **result: Any) -> ExecResult:
+async def _finish(
+    svc: Services, rec: LeverRequest, state: LeverState, message: str, ok: bool, **result: Any
+) -> ExecResult:
     await lever_store(svc).transition(
-        rec.id, {"executing"}, state, finished_at=svc.clock.now(), result={"ok": ok, "message": message, **result}
+        rec.id,
+        {LeverState.executing},
+        state,
+        finished_at=svc.clock.now(),
+        result={"ok": ok, "message": message, **result},
     )
     metrics.lever_settled(rec.lever, state, verified=ok)
     try:
         await inflight.disarm(svc, rec.id)
         await svc.audit.append(
-            f"lever.{state}",
+            LeverEvent.settled(state).action,
             actor=rec.requester,
             incident=rec.incident,
             detail={
@@ -92,7 +98,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         return await _finish(
             svc,
             rec,
-            "failed",
+            LeverState.failed,
             messages.failed(rec, f"not applied: {denied}; nothing changed"),
             False,
             reason="grant ended" if rec.grant_id else "role removed",
@@ -107,7 +113,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             return await _finish(
                 svc,
                 rec,
-                "stale",
+                LeverState.stale,
                 f"{rec.label}: not applied: the target changed since it was "
                 f"planned{' and approved' if rec.needs_approval else ''}. Pull the lever again "
                 f"for a fresh plan{again}.",
@@ -118,12 +124,17 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         await lever.reserve(ctx, plan)
     except (LeverRefusal, UnknownCell, Changed) as e:
         return await _finish(
-            svc, rec, "failed", messages.failed(rec, f"{e}".rstrip(".") + "; nothing changed"), False, reason=str(e)
+            svc,
+            rec,
+            LeverState.failed,
+            messages.failed(rec, f"{e}".rstrip(".") + "; nothing changed"),
+            False,
+            reason=str(e),
         )
     except KubeError as e:
         why = messages.api_error(e)
         return await _finish(
-            svc, rec, "failed", messages.failed(rec, f"{why}; nothing changed"), False, reason=why, code=e.code
+            svc, rec, LeverState.failed, messages.failed(rec, f"{why}; nothing changed"), False, reason=why, code=e.code
         )
     try:
         plan, resp = await apply_plan(lever, ctx, plan)
@@ -132,7 +143,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         err = e.error if isinstance(e, NotApplied) else None
         text = f"{messages.api_error(e.error)}; {e.note}" if isinstance(e, NotApplied) else str(e).rstrip(".")
         return await _finish(
-            svc, rec, "failed", messages.failed(rec, text), False, reason=text, code=err.code if err else None
+            svc, rec, LeverState.failed, messages.failed(rec, text), False, reason=text, code=err.code if err else None
         )
     try:
         return await _record(svc, rec, lever, ctx, plan, resp, approver)
@@ -146,7 +157,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             f"Nothing will be re-applied: Firebreak settles {rec.id} from a read-back of {rec.target} at "
             f"{hhmm(due)} UTC and posts the outcome in the incident channel.",
             False,
-            "executing",
+            LeverState.executing,
         )
 
 
@@ -156,7 +167,7 @@ async def _record(
     """After the write: bookkeeping, the audit, the read-back verify and the outcome."""
     await lever.applied(ctx, plan)
     await svc.audit.append(
-        "lever.apply",
+        LeverEvent.apply.action,
         actor=rec.requester,
         incident=rec.incident,
         detail={
@@ -181,7 +192,7 @@ async def _record(
     return await _finish(
         svc,
         rec,
-        "done",
+        LeverState.done,
         messages.done(rec, ok, text, rv),
         ok,
         verified=ok,

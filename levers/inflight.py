@@ -11,14 +11,14 @@ is left alone.
 from __future__ import annotations
 
 from bot.core.services import Services
-from levers.requests import LeverRequest
+from levers.requests import LeverRequest, LeverState
 
 JOB = "lever.reconcile"
 
 
 def stuck_at(svc: Services, rec: LeverRequest) -> float:
     """When an in-flight request counts as abandoned (before that, a live replica may own it)."""
-    since = (rec.started_at if rec.state == "executing" else rec.undone_at) or rec.created_at
+    since = (rec.started_at if rec.state is LeverState.executing else rec.undone_at) or rec.created_at
     return since + svc.policy.levers.stuck_after_seconds
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.core.request import IncidentView, Outcome, Request
 from bot.core.services import Services
 from levers import authz, messages
+from levers.base import rule_of
 from levers.catalogue import LEVERS
 from levers.commands import ListLevers
 from levers.scope import scope_name
@@ -13,7 +14,7 @@ from levers.store import lever_store
 
 def _approval_note(svc: Services, name: str) -> str:
     pol = svc.policy.levers
-    rule = pol.levers[name]
+    rule = rule_of(pol, LEVERS[name])
     if rule.needs_approval:
         return f" · needs approval ({rule.why or 'policy'})"
     if LEVERS[name].fleet_default:
@@ -24,8 +25,10 @@ def _approval_note(svc: Services, name: str) -> str:
 async def list_levers(svc: Services, req: Request, cmd: ListLevers, inc: IncidentView) -> Outcome:
     pol = svc.policy.levers
     mine, others = [], []
-    for name, rule in pol.levers.items():
+    # The policy's order first (as it has always listed them), then levers it leaves to their default.
+    for name in [*pol.levers, *(n for n in LEVERS if n not in pol.levers)]:
         lever = LEVERS[name]
+        rule = rule_of(pol, lever)
         ok, grant = await authz.access(svc, inc, req.actor, name, scope_name(pol, lever, None, inc))
         if ok:
             via = f" · via grant {grant}" if grant else ""

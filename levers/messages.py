@@ -7,7 +7,7 @@ from typing import Any
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
-from levers.requests import LeverRequest
+from levers.requests import LeverRequest, LeverState
 
 NOT_PULLED = "Not pulled, nothing changed: "
 
@@ -91,15 +91,15 @@ def needs_approval(rec: LeverRequest) -> str:
 
 def status_line(recs: list[LeverRequest]) -> str | None:
     shown = {
-        "pending_approval": "awaiting approval",
-        "approved": "approved",
-        "executing": "running",
-        "done": "applied",
-        "undoing": "being undone",
+        LeverState.pending_approval: "awaiting approval",
+        LeverState.approved: "approved",
+        LeverState.executing: "running",
+        LeverState.done: "applied",
+        LeverState.undoing: "being undone",
     }
     items = [
         f"{r.label} {shown[r.state]}"
-        + (f" (undo: /incident undo {r.id})" if r.state == "done" and LEVERS[r.lever].reversible else "")
+        + (f" (undo: /incident undo {r.id})" if r.state is LeverState.done and LEVERS[r.lever].reversible else "")
         for r in recs
         if r.state in shown
     ]

@@ -22,7 +22,7 @@ from levers.commands import PullLever
 from levers.executor import execute_approved
 from levers.kube import KubeError, UnknownCell, kube_for
 from levers.plan import Plan
-from levers.requests import LeverRequest
+from levers.requests import LeverRequest, LeverState
 from levers.scope import approval_reasons, resolve, scope_name
 from levers.store import lever_store
 
@@ -83,7 +83,7 @@ def _attempt(req: Request, cmd: PullLever, inc: IncidentView, cell: str, e: Refu
         cell=cell,
         context="",
         requester=req.actor,
-        state="refused",
+        state=LeverState.refused,
         created_at=0,
     )
 
@@ -134,7 +134,7 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         needs = [*needs, "budget override: " + " ".join(ctx.breaches)]
     elif cmd.override:
         plan.notes.append("override=budget was not needed: this is within the budgets")
-    state = "planned" if cmd.dry_run else "pending_approval" if needs else "approved"
+    state = LeverState.planned if cmd.dry_run else LeverState.pending_approval if needs else LeverState.approved
     answers = await _dry_run(ctx, plan) if cmd.dry_run else []
     rec = LeverRequest(
         id=ctx.req_id,

@@ -41,7 +41,7 @@ from levers.commands import LeverSettle
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, REQUEST_ANNOTATION, Plan, ptr, read
-from levers.requests import IN_FLIGHT, LeverRequest
+from levers.requests import IN_FLIGHT, LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store
 from levers.undo import not_restored
 
@@ -50,7 +50,7 @@ JOB = inflight.JOB
 NOT_REAPPLIED = "found stuck in flight; read back, not re-applied"
 _stuck_at = inflight.stuck_at
 # A request that owns the object now may be finished or still in flight; any other state let go of it.
-_HOLDS_OBJECT = ("done", "executing", "undoing")
+_HOLDS_OBJECT = (LeverState.done, LeverState.executing, LeverState.undoing)
 
 
 async def _later(svc: Services, rec: LeverRequest, due: float) -> None:
@@ -111,7 +111,7 @@ async def settle(svc: Services, req: Request, cmd: LeverSettle, inc: IncidentVie
             message=f"{rec.label}: could not read it back ({e}); looking again at {hhmm(retry)} UTC.",
             audit={"request": rec.id, "settled": None, "error": str(e)[:200]},
         )
-    settled = await (_executing if rec.state == "executing" else _undoing)(svc, req, rec, lever, ctx, obj)
+    settled = await (_executing if rec.state is LeverState.executing else _undoing)(svc, req, rec, lever, ctx, obj)
     if settled is None:
         raise Refusal(f"{rec.id} was settled by another process.", request=rec.id)
     state, message = settled
@@ -176,14 +176,14 @@ async def _executing(
     later = await superseded_by(svc, rec, obj)
     if later is not None:
         # The object is the later request's: what it found when it planned says whether ours had landed.
-        state = "done" if _found_by(later, plan.changes, rec) else "failed"
+        state = LeverState.done if _found_by(later, plan.changes, rec) else LeverState.failed
     else:
-        state = "done" if len(present) == len(plan.changes) else "failed"
+        state = LeverState.done if len(present) == len(plan.changes) else LeverState.failed
     store = lever_store(svc)
-    if not await store.transition(rec.id, {"executing"}, state, finished_at=svc.clock.now()):
+    if not await store.transition(rec.id, {LeverState.executing}, state, finished_at=svc.clock.now()):
         return None  # another process settled it
-    metrics.lever_settled(rec.lever, state, verified=state == "done")  # a read-back decided it
-    if state == "done":
+    metrics.lever_settled(rec.lever, state, verified=state is LeverState.done)  # a read-back decided it
+    if state is LeverState.done:
         await lever.applied(ctx, plan)
         how = f"{plan.effect}; {NOT_REAPPLIED}" + (f"; {_superseded(rec, later)}" if later else "")
         message = messages.done(rec, True, how, rv)
@@ -196,9 +196,9 @@ async def _executing(
         message = messages.failed(rec, f"{await _put_back(ctx, lever, rec, present, obj)} ({NOT_REAPPLIED})")
         await lever.release(ctx, plan)
     result = {
-        "ok": state == "done",
+        "ok": state is LeverState.done,
         "message": message,
-        "verified": state == "done",
+        "verified": state is LeverState.done,
         "resource_version": rv,
         "reconciled": True,
     }
@@ -206,7 +206,7 @@ async def _executing(
         result["superseded_by"] = later.id
     await store.transition(rec.id, {state}, state, result=result)
     await svc.audit.append(
-        f"lever.{state}",
+        LeverEvent.settled(state).action,
         actor=SYSTEM_ACTOR,
         incident=rec.incident,
         request_id=req.id,
@@ -241,7 +241,7 @@ async def _undoing(
     # Superseded: the later request found our pre-state when it planned, or it did not.
     restored = _found_by(later, rec.pre_state, rec) if later is not None else not not_restored(rec, obj)
     if not restored:
-        if not await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None):
+        if not await store.transition(rec.id, {LeverState.undoing}, LeverState.done, undone_by=None, undone_at=None):
             return None
         if later is None:
             message = (
@@ -253,21 +253,23 @@ async def _undoing(
                 f"{rec.label}: the undo by <@{rec.undone_by}> was interrupted before the restore landed, and "
                 f"{rec.id} is {_superseded(rec, later)}. {rec.id} stays applied beneath {later.id}."
             )
-        action, state = "lever.undo_failed", "done"
-        metrics.lever_settled(rec.lever, "undo_failed")
+        action, state = LeverEvent.undo_failed, LeverState.done
+        metrics.lever_settled(rec.lever, LeverEvent.undo_failed)
     else:
         undo = {"resource_version": rv, "verified": True, "reconciled": True}
         if later is not None:
             undo["superseded_by"] = later.id
-        if not await store.transition(rec.id, {"undoing"}, "undone", result={**rec.result, "undo": undo}):
+        if not await store.transition(
+            rec.id, {LeverState.undoing}, LeverState.undone, result={**rec.result, "undo": undo}
+        ):
             return None
-        metrics.lever_settled(rec.lever, "undone")
+        metrics.lever_settled(rec.lever, LeverState.undone)
         await lever.undone(ctx)
         how = f"{_superseded(rec, later)}" if later else "restore verified by a read-back"
         message = f"{rec.label}: undone by <@{rec.undone_by}> ({how}, rv {rv})."
-        action, state = "lever.undo", "undone"
+        action, state = LeverEvent.undo, LeverState.undone
     await svc.audit.append(
-        action,
+        action.action,
         actor=SYSTEM_ACTOR,
         incident=rec.incident,
         request_id=req.id,

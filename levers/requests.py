@@ -1,32 +1,69 @@
 """Lever requests (REQ-<n>): the record and its states (stored by levers/store.py).
 
-States: planned (dry-run; terminal), pending_approval, approved, denied,
-expired, stale (target changed after approval), executing, done, failed,
-undoing, undone. `executing` and `undoing` are in flight: the store keeps them
-in one index, so a restart finds what a dead process left half-way.
+States (LeverState): planned (dry-run; terminal), pending_approval, approved,
+denied, expired, stale (target changed after approval), executing, done, failed,
+undoing, undone; and refused, which is reported but never stored. `executing` and
+`undoing` are in flight: the store keeps them in one index, so a restart finds
+what a dead process left half-way. The lever audit actions are LeverEvent.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-STATES = (
-    "planned",
-    "pending_approval",
-    "approved",
-    "denied",
-    "expired",
-    "stale",
-    "executing",
-    "done",
-    "failed",
-    "undoing",
-    "undone",
+
+class LeverState(StrEnum):
+    """A lever request's state. str-valued: Redis, the audit and the metrics hold these strings."""
+
+    planned = "planned"  # a dry run: terminal
+    pending_approval = "pending_approval"
+    approved = "approved"
+    denied = "denied"
+    expired = "expired"
+    stale = "stale"  # the target changed after it was planned (and approved)
+    executing = "executing"
+    done = "done"
+    failed = "failed"
+    undoing = "undoing"
+    undone = "undone"
+    # A pull a check refused. Never stored (a refused pull stores no request): only the grant
+    # report of a pull under break-glass says it (levers/pull.py).
+    refused = "refused"
+
+
+STATES: tuple[LeverState, ...] = tuple(s for s in LeverState if s is not LeverState.refused)  # what Redis holds
+OPEN_STATES = (
+    LeverState.pending_approval,
+    LeverState.approved,
+    LeverState.executing,
+    LeverState.done,
+    LeverState.undoing,
 )
-OPEN_STATES = ("pending_approval", "approved", "executing", "done", "undoing")
-IN_FLIGHT = ("executing", "undoing")
+IN_FLIGHT = (LeverState.executing, LeverState.undoing)
+
+
+class LeverEvent(StrEnum):
+    """The lever audit actions (`lever.<event>`), each written where the request moves."""
+
+    apply = "apply"  # the write went out (its outcome, done / failed, follows)
+    done = "done"
+    failed = "failed"
+    stale = "stale"
+    undo = "undo"
+    undo_failed = "undo_failed"
+    undo_unsettled = "undo_unsettled"
+
+    @property
+    def action(self) -> str:
+        return f"lever.{self.value}"
+
+    @classmethod
+    def settled(cls, state: LeverState) -> LeverEvent:
+        """The event of an execution that settled in ``state`` (done, failed, stale)."""
+        return cls(state.value)
 
 
 class LeverRequest(BaseModel):
@@ -38,7 +75,7 @@ class LeverRequest(BaseModel):
     context: str  # the kube context it acts on
     params: dict[str, Any] = Field(default_factory=dict)
     requester: str
-    state: str
+    state: LeverState
     dry_run: bool = False
     plan: dict[str, Any] = Field(default_factory=dict)  # method, path, content_type, body, kubectl, calls, changes
     pre_state: dict[str, Any] = Field(default_factory=dict)

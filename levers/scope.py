@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bot.core.request import IncidentView
 from bot.policy.levers import LeversPolicy
-from levers.base import Lever, LeverRefusal, Target
+from levers.base import Lever, LeverRefusal, Target, rule_of
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def scope_name(policy: LeversPolicy, lever: Lever, cell: str | None, inc: Incide
 
 
 def approval_reasons(policy: LeversPolicy, lever: Lever, scope: Scope, target: Target) -> list[str]:
-    rule = policy.levers[lever.name]
+    rule = rule_of(policy, lever)
     reasons = []
     if rule.needs_approval:
         reasons.append(rule.why or f"policy: {lever.name} needs a second person")

@@ -24,7 +24,7 @@ from redis.typing import EncodableT
 from bot.core.services import Services
 from bot.store import Keys, Redis, script, write
 from levers import lua
-from levers.requests import IN_FLIGHT, STATES, LeverRequest
+from levers.requests import IN_FLIGHT, STATES, LeverRequest, LeverState
 
 _IN_FLIGHT_KEY = Keys.levers("in-flight")
 MOVED_KEY = Keys.levers("moved")  # every request, scored by its latest move (lua.TRANSITION)
@@ -63,7 +63,7 @@ def _text(v: bytes | str) -> str:
 
 
 def _encode(fields: dict[str, Any]) -> dict[EncodableT, EncodableT]:
-    return {k: (v if k == "state" else json.dumps(v)) for k, v in fields.items()}
+    return {k: (LeverState(v).value if k == "state" else json.dumps(v)) for k, v in fields.items()}
 
 
 def _decode(raw: dict[bytes | str, bytes | str]) -> LeverRequest:
@@ -117,6 +117,8 @@ class LeverStore:
         return f"REQ-{n}"
 
     async def create(self, rec: LeverRequest) -> None:
+        if rec.state not in STATES:
+            raise ValueError(f"lever request state {rec.state!r} is not one the store holds")
         fields = [x for kv in _encode(rec.model_dump()).items() for x in kv]
         await write(
             self.r,
@@ -140,16 +142,18 @@ class LeverStore:
             raws = await p.execute()
         return [_decode(raw) for raw in raws if raw]
 
-    async def transition(self, req_id: str, from_states: set[str], to_state: str, **fields: Any) -> bool:
+    async def transition(self, req_id: str, from_states: set[LeverState], to_state: LeverState, **fields: Any) -> bool:
         """Atomically move req_id to to_state if it is in one of from_states; set fields with it."""
-        if to_state not in STATES:
-            raise ValueError(f"unknown lever request state {to_state!r}")
-        src = sorted(from_states)
+        if to_state not in STATES or not from_states <= set(STATES):
+            raise ValueError(
+                f"lever request state {to_state!r} (from {sorted(from_states)}) is not one the store holds"
+            )
+        src = sorted(LeverState(s).value for s in from_states)  # a plain string must name a member too
         flat: list[EncodableT] = []
         for k, v in _encode(fields).items():
             flat += [k, v]
         code = await self._transition(
-            keys=[_request(req_id), _IN_FLIGHT_KEY, MOVED_KEY], args=[len(src), *src, to_state, *flat]
+            keys=[_request(req_id), _IN_FLIGHT_KEY, MOVED_KEY], args=[len(src), *src, LeverState(to_state).value, *flat]
         )
         return Moved(int(code)) is Moved.MOVED
 

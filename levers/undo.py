@@ -30,7 +30,7 @@ from levers.context import for_record
 from levers.executor import ExecResult
 from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, Plan, canonical, is_absent
-from levers.requests import LeverRequest
+from levers.requests import LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store
 
 log = logs.get(__name__)
@@ -77,9 +77,9 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
     store = lever_store(svc)
     now = svc.clock.now()
     await inflight.arm(svc, rec.id, rec.incident, now)  # before the claim, as the executor does
-    if not await store.transition(rec.id, {"done"}, "undoing", undone_by=actor, undone_at=now):
+    if not await store.transition(rec.id, {LeverState.done}, LeverState.undoing, undone_by=actor, undone_at=now):
         cur = await store.get(rec.id)
-        state = cur.state if cur else "missing"
+        state = cur.state.value if cur else "missing"
         why = f"{rec.label} is {state.replace('_', ' ')}; only a lever that ran (done) can be undone."
         await hooks.grant_used(svc, rec, grant_id, f"undo refused: {state}")
         raise LeverRefusal(why)
@@ -104,12 +104,12 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
     try:
         await store.transition(
             rec.id,
-            {"undoing"},
-            "undone",
+            {LeverState.undoing},
+            LeverState.undone,
             result={**rec.result, "undo": {"resource_version": rv, "patch": ops, "verified": not left}},
         )
         await inflight.disarm(svc, rec.id)
-        metrics.lever_settled(rec.lever, "undone")
+        metrics.lever_settled(rec.lever, LeverState.undone)
     except RedisError:
         # The restore went out, but the store went away before it was recorded: the request stays
         # `undoing`, and its timer settles it from a read-back.
@@ -120,11 +120,11 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
             f"recording it. Firebreak settles {rec.id} from a read-back of {rec.target} at {hhmm(due)} UTC "
             "and posts the outcome in the incident channel.",
             False,
-            "undoing",
+            LeverState.undoing,
         )
     await lever.undone(ctx)
     await svc.audit.append(
-        "lever.undo",
+        LeverEvent.undo.action,
         actor=actor,
         incident=rec.incident,
         detail={
@@ -139,7 +139,7 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
     message = f"{rec.label}: undone by <@{actor}> ({read_back}{_restored(rec)}; {check}, rv {rv})."
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id)
-    return ExecResult(message, True, "undone")
+    return ExecResult(message, True, LeverState.undone)
 
 
 class Unanswered(Exception):
@@ -192,29 +192,29 @@ async def _unsettled(
         f"from a read-back of {rec.target} at {hhmm(due)} UTC and posts the outcome in the incident channel."
     )
     await svc.audit.append(
-        "lever.undo_unsettled",
+        LeverEvent.undo_unsettled.action,
         actor=actor,
         incident=rec.incident,
         detail={**rec.ids(), "reason": str(e), "settle_at": due},
     )
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id, "undo sent, no answer; settled by read-back later")
-    return ExecResult(message, False, "undoing")
+    return ExecResult(message, False, LeverState.undoing)
 
 
 async def _not_undone(svc: Services, rec: LeverRequest, actor: str, grant_id: str | None, e: Exception) -> ExecResult:
     """The API refused (or was never reached): nothing changed; the claim goes back to `done`."""
     store = lever_store(svc)
-    await store.transition(rec.id, {"undoing"}, "done", undone_by=None, undone_at=None)
-    metrics.lever_settled(rec.lever, "undo_failed")
+    await store.transition(rec.id, {LeverState.undoing}, LeverState.done, undone_by=None, undone_at=None)
+    metrics.lever_settled(rec.lever, LeverEvent.undo_failed)
     await inflight.disarm(svc, rec.id)
     why = messages.api_error(e) if isinstance(e, KubeError) else str(e)
     if isinstance(e, KubeError) and e.test_failed:
         why = f"{rec.target} changed since {rec.id} applied ({why}); a later lever or a person edited it"
     message = f"{rec.label}: undo failed: {why}; nothing changed, {rec.id} is still applied."
     await svc.audit.append(
-        "lever.undo_failed", actor=actor, incident=rec.incident, detail={"request": rec.id, "reason": str(e)}
+        LeverEvent.undo_failed.action, actor=actor, incident=rec.incident, detail={"request": rec.id, "reason": str(e)}
     )
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id, "undo failed; still applied")
-    return ExecResult(message, False, "done")
+    return ExecResult(message, False, LeverState.done)

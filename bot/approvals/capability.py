@@ -7,6 +7,7 @@ from bot.approvals.commands import ApprovalSettle, Approve, Breakglass, Breakgla
 from bot.core.grammar import Spec
 from bot.core.hooks import SCRAPE, STATUS_LINE
 from bot.core.registry import Registry
+from bot.core.timeline import CommandDetail
 from levers import hooks
 
 
@@ -43,3 +44,11 @@ def register(reg: Registry) -> None:
     reg.add(hooks.GRANT_USED, lever_side.grant_used)
     reg.add(STATUS_LINE, grants.status_line)
     reg.add(SCRAPE, jobs.count_pending)  # firebreak_approvals_pending
+
+    # On the timeline the timers' own settling is no event; the rest read by their name.
+    reg.timeline(ApprovalSettle, CommandDetail, _no_event)
+    reg.timeline(BreakglassEnd, CommandDetail, _no_event)
+
+
+def _no_event(_: CommandDetail, __: str) -> None:
+    return None

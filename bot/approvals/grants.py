@@ -22,6 +22,8 @@ from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.models import Incident
 from bot.policy.levers import CATALOGUE
+from levers.base import rule_of
+from levers.catalogue import LEVERS
 
 
 async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident) -> Outcome:
@@ -99,7 +101,7 @@ async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident
 def _ic_hint(svc: Services, sc: scope.Scope, actor: str) -> str:
     """The IC can't approve their own grant, and needs none: they can seat themselves."""
     names = sc.levers or tuple(CATALOGUE)
-    roles = list(dict.fromkeys(r for n in names for r in svc.policy.levers.levers[n].roles))
+    roles = list(dict.fromkeys(r for n in names for r in rule_of(svc.policy.levers, LEVERS[n]).roles))
     other = f" (or {', '.join(roles[1:])})" if len(roles) > 1 else ""
     return (
         f"Not requested, nothing changed: you're the IC, so you can't approve your own break-glass. "

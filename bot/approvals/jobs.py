@@ -14,6 +14,7 @@ from bot.core.dispatch import JobRetry, run_system
 from bot.core.services import Services
 from bot.incidents.store import repo
 from bot.scheduler import Job
+from levers.requests import LeverState
 from levers.store import lever_store
 
 # Job kinds: stored with every scheduled job, so they never change.
@@ -44,7 +45,7 @@ async def resume_approved(svc: Services) -> None:
             if b.kind != "lever" or b.state != "approved":
                 continue
             rec = await lever_store(svc).get(b.id)
-            if rec is not None and rec.state in ("pending_approval", "approved"):
+            if rec is not None and rec.state in (LeverState.pending_approval, LeverState.approved):
                 try:
                     await run_system(svc, ApprovalSettle(request=b.id), inc)
                 except JobRetry:  # leave it to the settle timer, which the scheduler retries

@@ -25,12 +25,12 @@ from bot.clock import hhmm, iso
 from bot.core.request import SYSTEM_ACTOR, IncidentView
 from bot.core.services import Services
 from levers import executor, hooks
-from levers.requests import LeverRequest
+from levers.requests import LeverRequest, LeverState
 from levers.store import lever_store
 
 # Record states in which an approved request has not run yet.
-NOT_RUN = {"pending_approval", "approved"}
-FINISHED = {"done", "failed", "stale"}
+NOT_RUN = {LeverState.pending_approval, LeverState.approved}
+FINISHED = {LeverState.done, LeverState.failed, LeverState.stale}
 
 
 def _detail(rec: LeverRequest) -> dict[str, Any]:
@@ -96,8 +96,8 @@ async def run_approved(svc: Services, b: Ballot) -> tuple[str, dict[str, Any]]:
     store = lever_store(svc)
     await store.transition(
         b.id,
-        {"pending_approval"},
-        "approved",
+        {LeverState.pending_approval},
+        LeverState.approved,
         approved_by=b.decided_by or "",
         approved_at=b.decided_at or svc.clock.now(),
     )
@@ -114,7 +114,7 @@ async def run_approved(svc: Services, b: Ballot) -> tuple[str, dict[str, Any]]:
         await svc.scheduler.cancel(EXPIRE_JOB, b.id)  # settled: the window timer has nothing left to do
         if said:
             await notify.edit_card(svc, b, views.decision_line(b, said))
-    return said or res.message, {"state": rec.state if rec else res.state, "ok": res.ok}
+    return said or res.message, {"state": rec.state if rec else (res.state or "missing"), "ok": res.ok}
 
 
 async def _grant_report(svc: Services, b: Ballot, outcome: str) -> None:
@@ -125,7 +125,7 @@ async def _grant_report(svc: Services, b: Ballot, outcome: str) -> None:
 
 
 async def denied(svc: Services, b: Ballot) -> None:
-    await lever_store(svc).transition(b.id, {"pending_approval"}, "denied")
+    await lever_store(svc).transition(b.id, {LeverState.pending_approval}, LeverState.denied)
     await svc.scheduler.cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, views.decision_line(b))
     await _grant_report(svc, b, f"denied by <@{b.decided_by}>; nothing changed")
@@ -133,7 +133,7 @@ async def denied(svc: Services, b: Ballot) -> None:
 
 async def expired(svc: Services, b: Ballot, line: str | None = None) -> None:
     """The window ran out, or (line given) the incident was resolved first."""
-    await lever_store(svc).transition(b.id, {"pending_approval"}, "expired")
+    await lever_store(svc).transition(b.id, {LeverState.pending_approval}, LeverState.expired)
     await svc.scheduler.cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, line or views.decision_line(b))
     why = line or f"expired at {hhmm(b.expires_at)} UTC without approval"
@@ -181,7 +181,7 @@ async def grant_used(
     who = b.requester if b else rec.requester  # only the grantee can act under their grant
     now = await lever_store(svc).get(rec.id)
     state = now.state if now else rec.state
-    verb = "undid" if state == "undone" else "pulled"
+    verb = "undid" if state is LeverState.undone else "pulled"
     said = outcome or f"now {state}"
     posted = await notify.to_security(
         svc,

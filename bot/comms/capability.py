@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from bot.comms import handoffs, jobs, nodes, reminders, timers, update, watch
+from bot.comms import handoffs, jobs, nodes, reminders, timeline, timers, update, watch
 from bot.comms.commands import Escalate, HandoffNudge, Remind, SecretFlag, Snooze, UpdateForm
 from bot.comms.hooks import PRIVATE_NAMES
 from bot.core.grammar import Spec
 from bot.core.registry import Registry
+from bot.core.timeline import CommandDetail
 from bot.incidents.commands import Update
 
 
@@ -42,3 +43,11 @@ def register(reg: Registry) -> None:
 
     # Pasted secrets in the incident channel (bot/slack/events.py calls watch.flagged and watch.flag).
     reg.command(SecretFlag, watch.secret_flag, summary="a pasted secret was flagged (message event)")
+
+    # How they read on the postmortem's timeline.
+    reg.timeline(Update, timeline.Updated, timeline.updated)
+    reg.timeline(Remind, timeline.Nudged, timeline.reminded)
+    reg.timeline(Escalate, timeline.Nudged, timeline.escalated)
+    reg.timeline(SecretFlag, CommandDetail, timeline.secret_flagged)
+    for bookkeeping in (UpdateForm, Snooze, HandoffNudge):
+        reg.timeline(bookkeeping, CommandDetail, timeline.no_event)

@@ -214,7 +214,7 @@ class DrillSession:
     def _say(self, e: dict[str, Any]) -> str | None:
         """The postmortem's line for an entry, else (a refusal, a usage error) what was refused
         and why; None for what the postmortem leaves out as no event (reads, bookkeeping)."""
-        said = document.phrase(e)
+        said = document.phrase(e, self.svc.registry)
         d = e.get("detail") or {}
         if said is None and d.get("result", "ok") != "ok":
             who = "Firebreak" if e.get("actor") == "system" else f"@{e.get('actor', '')}"

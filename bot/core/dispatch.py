@@ -19,6 +19,7 @@ from bot.core import authz
 from bot.core.registry import Route
 from bot.core.request import SYSTEM_ACTOR, Command, IncidentView, Outcome, Refusal, Request, Source
 from bot.core.services import Services
+from bot.core.timeline import command_action
 
 log = logs.get(__name__)
 
@@ -76,7 +77,12 @@ async def _audit(svc: Services, req: Request, route: Route, outcome: Outcome, in
     detail.update(outcome.audit)
     try:
         await svc.audit.append(
-            f"command.{route.name}", actor=req.actor, incident=incident, detail=detail, request_id=req.id, intent=req.id
+            command_action(route.name),
+            actor=req.actor,
+            incident=incident,
+            detail=detail,
+            request_id=req.id,
+            intent=req.id,
         )
     except Exception:
         log.exception("audit_append_failed")

@@ -2,9 +2,10 @@
 
 bot/runtime.py lists the capabilities; each is a function ``register(reg)``
 that declares its commands (typed, pressed, submitted or run by the system),
-forms, scheduler jobs, request observers, start-up hooks and the extension
-points it fills. Nothing registers itself by being imported, so opening a
-capability's ``register`` shows everything it adds.
+forms, scheduler jobs, request observers, start-up hooks, how its audit actions
+read on the postmortem's timeline and the extension points it fills. Nothing
+registers itself by being imported, so opening a capability's ``register``
+shows everything it adds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from bot.chat.text import quote
 from bot.chat.views import FieldError
 from bot.core.grammar import Spec, UsageError, normalise
 from bot.core.request import Command, IncidentView, Outcome, Request
+from bot.core.timeline import Detail, Line, command_action
 from bot.policy.models import first_error
 
 if TYPE_CHECKING:  # services.py holds a Registry: a real module cycle, for types only
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # services.py holds a Registry: a real module cycle, for type
 C = TypeVar("C", bound=Command)
 I = TypeVar("I", bound=IncidentView)  # noqa: E741 - the incident type a capability's handlers take
 F = TypeVar("F")
+D = TypeVar("D", bound=Detail)
 
 # A handler gets its own command type and, when the route needs one, the incident (never None).
 Handler = Callable[["Services", Request, C, I], Awaitable[Outcome]]
@@ -87,6 +90,8 @@ class Registry:
     observers: list[Observer] = field(default_factory=list)
     startup: list[StartHook] = field(default_factory=list)
     http: list[tuple[str, str, WebHandlerFactory]] = field(default_factory=list)
+    # Left out of repr: rendering ~50 lines' models in every logged traceback's locals costs seconds.
+    timelines: dict[str, Line[Any]] = field(default_factory=dict, repr=False)
     _hooks: dict[str, list[Any]] = field(default_factory=dict)
 
     # Commands ---------------------------------------------------------------------------------
@@ -158,6 +163,17 @@ class Registry:
         """An HTTP endpoint (e.g. a webhook). Its handler must still turn what it gets into typed
         requests for the executor: the endpoint authenticates, ``dispatch.execute`` decides."""
         self.http.append((method, path, make))
+
+    # The postmortem's timeline ----------------------------------------------------------------
+
+    def timeline(self, action: str | type[Command], detail: type[D], render: Callable[[D, str], str | None]) -> None:
+        """How an audit action this capability writes reads on the timeline (bot/core/timeline.py):
+        ``action`` is the entry's action, or a command registered here (its `command.<name>` entry).
+        ``render(detail, by)`` is pure: the line, or None when the entry is no event."""
+        name = action if isinstance(action, str) else command_action(action.name)
+        if name in self.timelines:
+            raise RuntimeError(f"timeline line for {name!r} registered twice")
+        self.timelines[name] = Line(name, detail, render)
 
     # Extension points -------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from bot.core.grammar import Spec
 from bot.core.intents import INTERRUPTED
 from bot.core.registry import Registry
-from bot.incidents import handlers, handoffs, orphans
+from bot.core.timeline import CommandDetail
+from bot.incidents import handlers, handoffs, orphans, timeline
 from bot.incidents.commands import Accept, Assess, Declare, Handoff, Help, Mitigated, Resolved, Role, Sev, Status
 
 
@@ -63,3 +64,15 @@ def register(reg: Registry) -> None:
     reg.command(Accept, handoffs.accept, summary="accept a handoff (button)")
     # A declare interrupted between its channel and its save: finish or archive (orphans.py).
     reg.add(INTERRUPTED, orphans.declare_interrupted)
+
+    # How its commands read on the postmortem's timeline.
+    reg.timeline(Declare, timeline.Declared, timeline.declared)
+    reg.timeline(Sev, timeline.SevSet, timeline.sev_set)
+    reg.timeline(Assess, timeline.Assessed, timeline.assessed)
+    reg.timeline(Role, timeline.RoleSet, timeline.role_set)
+    reg.timeline(Handoff, timeline.HandingOff, timeline.handing_off)
+    reg.timeline(Accept, timeline.Accepted, timeline.accepted)
+    reg.timeline(Mitigated, CommandDetail, timeline.marked("mitigated"))
+    reg.timeline(Resolved, CommandDetail, timeline.marked("resolved"))
+    reg.timeline(Status, CommandDetail, timeline.no_event)
+    reg.timeline(Help, CommandDetail, timeline.no_event)

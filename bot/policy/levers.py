@@ -109,7 +109,7 @@ class LeversPolicy(Strict):
     # After a restart, a request still `executing`/`undoing` this long after it started is taken to be
     # a dead process's, and settled from a read-back (never re-applied). Longer than any one execution.
     stuck_after_seconds: float = Field(default=300, gt=0)
-    levers: dict[str, LeverRule]
+    levers: dict[str, LeverRule] = Field(default_factory=dict)  # overrides of each lever's default_rule
     route_weight: RouteWeightPolicy = RouteWeightPolicy()
     headroom: HeadroomPolicy
     node_quarantine: QuarantinePolicy = QuarantinePolicy()

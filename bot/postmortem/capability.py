@@ -6,8 +6,9 @@ from bot.core.grammar import Spec
 from bot.core.registry import Registry
 from bot.core.request import Outcome, Request
 from bot.core.services import Services
+from bot.core.timeline import CommandDetail
 from bot.incidents.models import Incident
-from bot.postmortem import actions, facts, post
+from bot.postmortem import actions, facts, post, timeline
 from bot.postmortem.commands import ACTION_USAGE, CAUSE_USAGE, PM_USAGE, Action, ActionRemind, Cause, Postmortem
 
 
@@ -45,3 +46,9 @@ def register(reg: Registry) -> None:
     reg.command(ActionRemind, actions.remind, summary="remind an action item's owner (scheduler)")
     reg.job(actions.REMIND, actions.remind_job)
     reg.on_start(actions.repair)
+
+    # How they read on the timeline.
+    reg.timeline(Postmortem, timeline.PostmortemSet, timeline.postmortem_set)
+    reg.timeline(Cause, timeline.CauseSet, timeline.cause_set)
+    reg.timeline(Action, timeline.ActionSet, timeline.action_set)
+    reg.timeline(ActionRemind, CommandDetail, timeline.no_event)

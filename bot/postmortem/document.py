@@ -17,26 +17,24 @@ pipe of their cells.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.chat import quote, visible
+from bot.core.registry import Registry
 from bot.core.services import Services
+from bot.core.timeline import code, line, md, who
 from bot.ids import SYSTEM_ACTOR
 from bot.incidents.models import AlertRecord, Incident, Status
 from bot.incidents.store import repo
-from bot.policy.roles import ROLE_TITLES, ROLES
+from bot.incidents.timeline import assessed_gpus
+from bot.policy.roles import ROLES
 from bot.postmortem import figures as fig
 from bot.postmortem.impact import ImpactStart, earliest, evaluate
 from bot.postmortem.store import ActionItem, PostmortemFacts, actions, facts
 
 SECTIONS = ("Summary", "Timeline", "Detection gap", "Trigger and root cause", "Action items")
 SHIPPING_KINDS = ("alert", "runbook", "guardrail", "gameday")
-UPDATE_CHARS = 300  # an update's text on the timeline, at most (the channel has it whole)
-
-_MENTION = re.compile(r"<@([UW][A-Z0-9_]{1,20})>")
 
 
 class NotFound(Exception):
@@ -46,30 +44,9 @@ class NotFound(Exception):
 # Text ---------------------------------------------------------------------------------------
 
 
-def md(text: str | None, limit: int | None = None) -> str:
-    """A person's or an alert's text, safe in Markdown prose (and in table cells, through ``row``)."""
-    t = _MENTION.sub(r"@\1", quote(text or ""))
-    t = " ".join(t.split())
-    if limit is not None and len(t) > limit:
-        t = t[: limit - 1].rstrip() + "…"
-    return t.replace("\\", "\\\\")
-
-
-def code(text: str) -> str:
-    """Text for a code span (an alertname, an expression): one line, no backtick to end it early.
-    Not quoted: a code span shows entities literally, and renders no markup or HTML anyway."""
-    return " ".join(visible(text).split()).replace("`", "'")
-
-
 def row(*cells: str) -> str:
     """A Markdown table row; a pipe inside a cell (prose or code span) is escaped, as GFM wants."""
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
-def who(user: str | None) -> str:
-    if not user:
-        return "nobody"
-    return "Firebreak" if user == SYSTEM_ACTOR else f"@{code(user)}"
 
 
 def _s(n: int, word: str) -> str:
@@ -90,6 +67,7 @@ class Gathered:
     items: tuple[ActionItem, ...]
     impact: ImpactStart
     now: float
+    registry: Registry  # how each capability's audit actions read on the timeline
 
 
 async def gather(svc: Services, inc_id: str) -> Gathered:
@@ -105,30 +83,14 @@ async def gather(svc: Services, inc_id: str) -> Gathered:
     else:
         evidence = await evaluate(svc.prometheus, alerts, svc.policy.queries.timeout_seconds)
         impact = earliest(evidence, inc.declared_at)
-    return Gathered(inc, tuple(alerts), entries, pm, items, impact, svc.clock.now())
+    return Gathered(inc, tuple(alerts), entries, pm, items, impact, svc.clock.now(), svc.registry)
 
 
 # The figures ----------------------------------------------------------------------------------
 
 
-def _ts(e: dict[str, Any]) -> float:
+def _ts(e: Mapping[str, Any]) -> float:
     return fig.parse_time(str(e.get("ts", ""))) or 0.0
-
-
-def _ok(e: dict[str, Any]) -> bool:
-    return bool((e.get("detail") or {}).get("result", "ok") == "ok")
-
-
-def assessed_gpus(entries: Sequence[dict[str, Any]]) -> list[tuple[float, int]]:
-    """Every `assess --gpus N` that went through: (when, N)."""
-    out = []
-    for e in entries:
-        if e.get("action") != "command.assess" or not _ok(e):
-            continue
-        gpus = ((e.get("detail") or {}).get("args") or {}).get("gpus")
-        if isinstance(gpus, int) and not isinstance(gpus, bool):
-            out.append((_ts(e), gpus))
-    return out
 
 
 @dataclass(frozen=True)
@@ -166,7 +128,7 @@ class Figures:
             ttd=detected - start,
             ttm=None if mitigated is None else mitigated - start,
             ttr=None if inc.resolved_at is None else inc.resolved_at - start,
-            gpu=fig.gpu_hours(assessed_gpus(g.entries), start, until, g.pm.rework_hours),
+            gpu=fig.gpu_hours([(_ts(e), n) for e, n in assessed_gpus(g.entries)], start, until, g.pm.rework_hours),
             gpu_until=until,
         )
 
@@ -317,144 +279,11 @@ class Event:
     text: str = field(compare=False)
 
 
-def _args(e: dict[str, Any]) -> dict[str, Any]:
-    got = (e.get("detail") or {}).get("args")
-    return got if isinstance(got, dict) else {}
-
-
-def _role(name: object) -> str:
-    return ROLE_TITLES.get(str(name), md(str(name)))
-
-
-def _assess_args(a: dict[str, Any]) -> str:
-    parts = []
-    if a.get("users_burn") is not None:
-        parts.append(f"--users-burn {a['users_burn']}")
-    if a.get("gpus") is not None:
-        parts.append(f"--gpus {a['gpus']}")
-    parts += [f"--{k}" for k in ("quality", "security") if a.get(k)]
-    return " ".join(parts)
-
-
-def phrase(e: dict[str, Any]) -> str | None:
-    """One audit entry as a timeline line (None: not an event worth a line: a read, a refusal, a
-    dry run, Firebreak's own bookkeeping). Unknown actions fall back to their name."""
-    action = str(e.get("action", ""))
-    d = e.get("detail") or {}
-    a = _args(e)
-    by = who(str(e.get("actor", "")))
-    result = d.get("result", "ok")
-    if action.startswith("command."):
-        name = action.removeprefix("command.")
-        if result == "interrupted":
-            return f"`{code(name)}` by {by} was interrupted part-way (see the audit log)"
-        if result != "ok":
-            return None
-        return _command(name, d, a, by)
-    if action.startswith("lever."):
-        label = f"{code(str(d.get('request', '')))} `{code(str(d.get('lever', '')))}` {code(str(d.get('target', '')))}"
-        cell = f" ({code(str(d['cell']))})" if d.get("cell") else ""
-        state = action.removeprefix("lever.")
-        if state == "apply":
-            return None  # its outcome (lever.done / lever.failed) follows
-        if state == "done":
-            verified = "verified" if d.get("verified") else "not verified"
-            return f"Lever {label}{cell} applied ({verified}), requested by {by}"
-        if state in ("undo", "undo_failed", "undo_unsettled"):
-            what = {"undo": "undone", "undo_failed": "undo failed", "undo_unsettled": "undo not settled"}[state]
-            return f"Lever {label}{cell} {what} by {by}"
-        return f"Lever {label}{cell}: {code(state)}"
-    return f"`{code(action)}` by {by}"
-
-
-def _command(name: str, d: dict[str, Any], a: dict[str, Any], by: str) -> str | None:
-    match name:
-        case "declare":
-            cells = ", ".join(code(str(c)) for c in d.get("cells") or [])
-            return f"Declared by {by} as SEV{d.get('sev', a.get('sev'))}" + (f" ({cells})" if cells else "")
-        case "alerts":
-            if not d.get("opened"):
-                return None  # the alerts themselves are on the timeline
-            ic = f"IC {who(d['ic'])}" if d.get("ic") else "no IC on call"
-            return f"Opened by Alertmanager as SEV{d.get('sev')} ({ic})"
-        case "sev":
-            if d.get("sev_from") == d.get("sev_to"):
-                return None
-            return f"SEV{d.get('sev_from')} → SEV{d.get('sev_to')} by {by}: {md(str(a.get('reason', '')))}"
-        case "assess":
-            raised = f" (SEV{d['sev_from']} → SEV{d['sev_to']})" if d.get("sev_to") is not None else ""
-            raised = f" (the matrix says SEV{d.get('assessed_sev')}){raised}"
-            return f"Assessed by {by}: `{_assess_args(a)}`{raised}"
-        case "role":
-            user = who(str(d.get("user", a.get("user", ""))))
-            return f"{user} is {_role(d.get('role', a.get('role')))} (set by {by})"
-        case "handoff":
-            return (
-                f"{by} handing {_role(d.get('role', a.get('role')))} to {who(str(d.get('to', a.get('user', ''))))}"
-                f" ({code(str(d.get('handoff', '')))})"
-            )
-        case "accept":
-            return f"{by} accepted {_role(d.get('role', ''))} ({code(str(d.get('handoff', a.get('handoff', ''))))})"
-        case "update":
-            return f"Update by {by}: {md(str(a.get('text', '')), UPDATE_CHARS)}"
-        case "mitigated" | "resolved":
-            return f"Marked {name} by {by}"
-        case "lever":
-            if a.get("dry_run"):
-                return None
-            cell = f" --cell {code(str(a['cell']))}" if a.get("cell") else ""
-            state = f" ({code(str(d['state']))})" if d.get("state") else " (waiting for approval)"
-            return f"{by} pulled `{code(str(a.get('lever', '')))}` {code(str(a.get('target', '')))}{cell}{state}"
-        case "undo":
-            return None  # lever.undo says what it did
-        case "triage":
-            return f"Triage snapshot by {by}"
-        case "changed":
-            return f"What changed, asked by {by}"
-        case "remind":
-            return f"Update reminder to {who(str(d['to']))}" if d.get("to") else "Update reminder"
-        case "escalate":
-            return f"Overdue update escalated to {who(str(d['to']))}" if d.get("to") else "Overdue update escalated"
-        case "cause":
-            return f"Cause ({code(str(a.get('which', '')))}) recorded by {by}"
-        case "action":
-            if a.get("done"):
-                return f"{code(str(a['done']))} closed by {by}: {md(str(a.get('evidence', '')), UPDATE_CHARS)}"
-            item = f"{code(str(d['item']))} " if d.get("item") else ""
-            return f"Action item {item}added by {by}: {md(str(a.get('text', '')), UPDATE_CHARS)}"
-        case "postmortem":
-            return _postmortem(a, by)
-        case "status" | "help" | "levers" | "snooze" | "update_form" | "handoff_nudge" | "action_remind":
-            return None  # reads, and the cadence's own bookkeeping
-        case "approval_settle" | "lever_settle" | "breakglass_end":
-            return None
-        case "secret_flag":
-            return "A pasted secret was flagged in the channel"
-        case _:
-            return f"`{code(name)}` by {by}"
-
-
-def _postmortem(a: dict[str, Any], by: str) -> str | None:
-    match a.get("sub", "post"):
-        case "post":
-            return None  # posting the postmortem is not part of the incident (and the same doc reads the same)
-        case "sev":
-            return f"SEV lowered to SEV{a.get('sev')} in the postmortem by {by}: {md(str(a.get('reason', '')))}"
-        case "impact":
-            at = a.get("at")
-            when = fig.utc(float(at)) if isinstance(at, int | float) else "?"
-            return f"Impact start set to {when} by {by}"
-        case "rework":
-            hours = a.get("hours")
-            return (
-                f"Rework recorded by {by}: {hours:g} h"
-                if isinstance(hours, int | float)
-                else f"Rework recorded by {by}"
-            )
-        case "impact_figures":
-            return f"Impact figures recorded by {by}"
-        case other:
-            return f"`postmortem {code(str(other))}` by {by}"
+def phrase(e: dict[str, Any], registry: Registry) -> str | None:
+    """One audit entry as a timeline line, as the capability that wrote it declared (None: not an
+    event worth a line: a read, a refusal, a dry run, Firebreak's own bookkeeping). An action no
+    capability declared reads as its name (bot/core/timeline.py)."""
+    return line(registry.timelines, e)
 
 
 def _alert_events(alerts: Sequence[AlertRecord]) -> list[Event]:
@@ -482,7 +311,7 @@ def _timeline(g: Gathered, f: Figures) -> list[str]:
     events = [Event(f.impact_start, 0, f"First signal (impact start): {g.impact.how()}")]
     events += _alert_events(g.alerts)
     for i, e in enumerate(g.entries):
-        text = phrase(e)
+        text = phrase(e, g.registry)
         if text is not None:
             events.append(Event(_ts(e), 10 + i, text))
     events.sort()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from bot.core.services import Services
+from bot.core.timeline import code
 from bot.postmortem import document
 from bot.postmortem import figures as fig
 from bot.postmortem.impact import Found
@@ -126,7 +127,7 @@ def render(resolved: Sequence[Resolved], since: float | None) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in classes(resolved):
-        name = f"**{r.name}**" if r.name == ALL else document.code(r.name)
+        name = f"**{r.name}**" if r.name == ALL else code(r.name)
         lines.append(
             document.row(
                 name,

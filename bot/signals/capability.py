@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.core.registry import Registry
-from bot.signals import handlers, jobs, webhook
+from bot.signals import handlers, jobs, timeline, webhook
 from bot.signals.commands import Alerts
 
 
@@ -15,3 +15,4 @@ def register(reg: Registry) -> None:
     # alerts), holding the group's lock: open or feed its incident, one summary per delivery.
     reg.job(jobs.DELIVERY, jobs.deliver)
     reg.command_anywhere(Alerts, handlers.alerts, summary="Alertmanager alerts for one cell (webhook job)")
+    reg.timeline(Alerts, timeline.AlertsSeen, timeline.alerts_seen)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from bot.core.grammar import Spec
 from bot.core.registry import Registry
-from bot.triage import changed, snapshot
+from bot.core.timeline import CommandDetail
+from bot.triage import changed, snapshot, timeline
 from bot.triage.commands import Changed, Triage
 
 
@@ -24,3 +25,5 @@ def register(reg: Registry) -> None:
         summary="what changed per cell: rollouts, nodes, Warning events, levers, demand (default 6h)",
         ack=changed.ack,
     )
+    reg.timeline(Triage, CommandDetail, timeline.triaged)
+    reg.timeline(Changed, CommandDetail, timeline.asked_changed)

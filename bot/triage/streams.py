@@ -25,7 +25,7 @@ from bot.policy.queries import ChangedPolicy
 from bot.prom import Failed, PromQuery, Scalar, Vector
 from bot.triage import rules
 from levers.kube import CellClient
-from levers.requests import LeverRequest
+from levers.requests import LeverRequest, LeverState
 from levers.store import lever_store
 
 ROLLOUT_VERSIONS = ("v1alpha1",)  # newest first
@@ -33,7 +33,7 @@ REVISION = "rollout.argoproj.io/revision"
 POD_HASH = "rollouts-pod-template-hash"  # the label Argo Rollouts puts on the ReplicaSets it owns
 IN_FLIGHT_PHASES = ("Progressing", "Paused", "Degraded")
 # Lever requests that never touched the cluster.
-NOT_CHANGES = ("planned", "denied", "expired", "stale")
+NOT_CHANGES = (LeverState.planned, LeverState.denied, LeverState.expired, LeverState.stale)
 ITEM_MAX = 240  # characters of one item from the cluster (an event message, an image list)
 
 

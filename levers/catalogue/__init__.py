@@ -36,3 +36,5 @@ if len(LEVERS) != len(_ALL) or set(LEVERS) != set(CATALOGUE):
 # Each lever says which API access it uses (Lever.needs): deploy/rbac grants exactly their union.
 if undeclared := sorted(lever.name for lever in _ALL if not getattr(lever, "needs", ())):
     raise RuntimeError(f"levers {undeclared} declare no `needs` (the RBAC they use in a cell)")
+if no_rule := sorted(lever.name for lever in _ALL if not hasattr(lever, "default_rule")):
+    raise RuntimeError(f"levers {no_rule} declare no `default_rule` (who pulls them when policy does not say)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bot.policy.levers import LeverRule
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified
 from levers.catalogue.simple import merge_plan
 from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, merge_body, read, with_provenance
@@ -36,6 +37,7 @@ def _evicted(wl: dict[str, Any]) -> str:
 
 class JobSetSuspend(Lever):
     name = "jobset-suspend"
+    default_rule = LeverRule(roles=["ops"])
     kind = Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True)
     needs = (
         Access.on(kind, "get", "patch"),  # read (and verify's wait for Kueue), spec.suspend when not queued

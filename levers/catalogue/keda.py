@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.policy.levers import LeverRule
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
@@ -45,6 +46,7 @@ async def scale_path(ctx: Ctx, namespace: str, ref: dict[str, Any]) -> str:
 
 class KedaPause(Lever):
     name = "keda-pause"
+    default_rule = LeverRule(roles=["ops"])
     kind = Kind("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects", namespaced=True)
     needs = (Access.on(kind, "get", "patch"), *SCALE_TARGETS)  # the target's plural comes from discovery
     summary = "freeze a ScaledObject at its target's current replicas (stop scale-in)"

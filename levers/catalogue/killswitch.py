@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from bot.chat import quote
-from bot.policy.levers import LeversPolicy
+from bot.policy.levers import LeverRule, LeversPolicy
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, container_pre, is_absent, ptr, read
@@ -44,6 +44,7 @@ class KillswitchParams(NoParams):
 
 class Killswitch(Lever):
     name = "killswitch"
+    default_rule = LeverRule(roles=["security"])
     kind = Kind("ConfigMap", "", "v1", "configmaps", namespaced=True)
     needs = (Access.on(kind, "get", "patch", names=(FLAGS_CONFIGMAP,)),)  # that one ConfigMap, no other
     summary = "narrow a tenant's max side effect (toolgw-flags), e.g. level=read"

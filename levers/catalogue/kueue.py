@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from bot.policy.levers import LeverRule
 from levers.base import Access, Ctx, Kind, Lever
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan
@@ -28,10 +29,12 @@ class _StopPolicy(Lever):
 class KueueHold(_StopPolicy):
     name = "kueue-hold"
     summary = "ClusterQueue stopPolicy=Hold: no new admissions, running work continues"
+    default_rule = LeverRule(roles=["ops"])
     stop = "Hold"
 
 
 class KueueHoldDrain(_StopPolicy):
     name = "kueue-hold-drain"
     summary = "ClusterQueue stopPolicy=HoldAndDrain: also evicts admitted workloads"
+    default_rule = LeverRule(roles=["ops"], needs_approval=True, why="HoldAndDrain evicts admitted workloads")
     stop = "HoldAndDrain"

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from bot.policy.levers import LeverRule
 from levers import budgets
 from levers.base import Access, Ctx, Kind, Lever, NoParams
 from levers.catalogue.simple import merge_plan
@@ -76,6 +77,7 @@ def _had(pre: dict[str, Any], ours: dict[str, Any]) -> bool:
 
 class NodeQuarantine(Lever):
     name = "node-quarantine"
+    default_rule = LeverRule(roles=["ops"])
     kind = Kind("Node", "", "v1", "nodes", namespaced=False)
     # get and patch the node (taint, labels, undo); list the GPU nodes for the quarantine floor (check).
     needs = (Access.on(kind, "get", "list", "patch"),)

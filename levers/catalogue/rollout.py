@@ -24,6 +24,7 @@ import asyncio
 import shlex
 from typing import Any
 
+from bot.policy.levers import LeverRule
 from levers.base import Access, Ctx, Kind, Lever, Verified
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
 
@@ -49,6 +50,7 @@ def _owned_by(rs: dict[str, Any], rollout: str) -> bool:
 
 class RolloutAbort(Lever):
     name = "rollout-abort"
+    default_rule = LeverRule(roles=["model"])
     kind = Kind("Rollout", "argoproj.io", "v1alpha1", "rollouts", namespaced=True)
     needs = (
         Access.on(kind, "get", "patch"),  # read, provenance annotations (and their restore, the fence)

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from bot.chat import quote
 from bot.clock import hhmm
+from bot.policy.levers import LeverRule
 from levers import headroom
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.plan import (
@@ -63,6 +64,7 @@ def _find(obj: dict[str, Any], backend: str, rule: int | None) -> tuple[int, int
 
 class RouteWeight(Lever):
     name = "route-weight"
+    default_rule = LeverRule(roles=["ops"])
     kind = Kind("HTTPRoute", "gateway.networking.k8s.io", "v1", "httproutes", namespaced=True)
     needs = (Access.on(kind, "get", "patch"),)  # the headroom check asks Prometheus, not the API server
     summary = "step one backend's weight (100→50→0 % of baseline) after a headroom check"

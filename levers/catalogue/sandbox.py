@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.policy.levers import LeverRule
 from levers.base import Access, Ctx, Kind, Lever
 from levers.catalogue.simple import merge_plan
 from levers.plan import LABELS, Plan, container_pre, ptr
@@ -16,6 +17,7 @@ LABEL = "ir.corp/quarantine"
 
 class SandboxQuarantine(Lever):
     name = "sandbox-quarantine"
+    default_rule = LeverRule(roles=["security"])
     kind = Kind("Pod", "", "v1", "pods", namespaced=True)
     needs = (Access.on(kind, "get", "patch"),)  # the label; never delete, never exec
     summary = f"label the pod {LABEL}=true (deny-all keeps it for forensics; never deleted)"

@@ -386,7 +386,16 @@ def test_alertmanager_times_are_read_to_the_nanosecond_and_go_zero_time_is_none(
 
 
 def test_timeline_phrases_for_levers_refusals_and_the_unknown():
-    from bot.postmortem.document import phrase
+    from bot.core.registry import Registry
+    from bot.postmortem import document
+    from bot.runtime import CAPABILITIES
+
+    reg = Registry()
+    for register in CAPABILITIES:
+        register(reg)
+
+    def phrase(entry: dict[str, Any]) -> str | None:
+        return document.phrase(entry, reg)
 
     def e(action: str, actor: str = "UOPS", **detail: Any) -> dict[str, Any]:
         return {"action": action, "actor": actor, "detail": detail, "ts": "2026-11-30T03:30:00Z"}

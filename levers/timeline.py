@@ -1,0 +1,82 @@
+"""How the lever commands and the `lever.<event>` audit actions read on the postmortem's timeline
+(registered in capability.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bot.core.timeline import CommandDetail, Detail, code
+from levers.requests import LeverEvent
+
+
+class PullArgs(Detail):
+    lever: str = ""
+    target: str = ""
+    cell: str | None = None
+    dry_run: bool = False
+
+
+class Pulled(CommandDetail):
+    args: PullArgs = PullArgs()
+    state: str | None = None  # a LeverState, or absent while the request waits for approval
+
+
+def pulled(d: Pulled, by: str) -> str | None:
+    a = d.args
+    if a.dry_run:
+        return None  # nothing changed
+    cell = f" --cell {code(a.cell)}" if a.cell else ""
+    state = f" ({code(d.state)})" if d.state else " (waiting for approval)"
+    return f"{by} pulled `{code(a.lever)}` {code(a.target)}{cell}{state}"
+
+
+class LeverEntry(Detail):
+    """What names the request in every `lever.*` entry (LeverRequest.ids), and its read-back."""
+
+    request: str = ""
+    lever: str = ""
+    target: str = ""
+    cell: str | None = None
+    verified: bool = False
+
+
+Render = Callable[[LeverEntry, str], "str | None"]
+
+
+def _label(d: LeverEntry) -> str:
+    cell = f" ({code(d.cell)})" if d.cell else ""
+    return f"{code(d.request)} `{code(d.lever)}` {code(d.target)}{cell}"
+
+
+def applied(d: LeverEntry, by: str) -> str:
+    return f"Lever {_label(d)} applied ({'verified' if d.verified else 'not verified'}), requested by {by}"
+
+
+def _undo(what: str) -> Render:
+    def render(d: LeverEntry, by: str) -> str:
+        return f"Lever {_label(d)} {what} by {by}"
+
+    return render
+
+
+def _settled(event: LeverEvent) -> Render:
+    def render(d: LeverEntry, _: str) -> str:
+        return f"Lever {_label(d)}: {code(event.value)}"
+
+    return render
+
+
+def no_event(_: Detail, __: str) -> None:
+    return None
+
+
+# The line of every lever event; a test holds this to LeverEvent.
+EVENTS: dict[LeverEvent, Render] = {
+    LeverEvent.apply: no_event,  # its outcome (lever.done / lever.failed) follows
+    LeverEvent.done: applied,
+    LeverEvent.failed: _settled(LeverEvent.failed),
+    LeverEvent.stale: _settled(LeverEvent.stale),
+    LeverEvent.undo: _undo("undone"),
+    LeverEvent.undo_failed: _undo("undo failed"),
+    LeverEvent.undo_unsettled: _undo("undo not settled"),
+}
