@@ -44,6 +44,7 @@ class Breakglass(Command):
     """`breakglass <scope> <minutes> <reason>` or `breakglass revoke <BG-n>`."""
 
     name: ClassVar[str] = "breakglass"
+    prose: ClassVar[frozenset[str]] = frozenset({"reason"})
     scope: str | None = Field(default=None, max_length=300)
     minutes: int | None = None
     reason: str | None = Field(default=None, max_length=500)

@@ -66,6 +66,7 @@ class Declare(Command):
 
 class Sev(Command):
     name: ClassVar[str] = "sev"
+    prose: ClassVar[frozenset[str]] = frozenset({"reason"})
     sev: int = Field(ge=1, le=4)
     reason: str = Field(min_length=1, max_length=500)
 
@@ -125,6 +126,7 @@ class Accept(Command):
 
 class Update(Command):
     name: ClassVar[str] = "update"
+    prose: ClassVar[frozenset[str]] = frozenset({"text"})
     text: str = Field(min_length=1, max_length=3000)
 
 

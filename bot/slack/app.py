@@ -59,7 +59,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
                 "command.invalid",
                 actor=body.get("user_id", "unknown"),
                 channel_id=body.get("channel_id"),
-                detail={"text": text[:500], "reason": e.message},
+                detail={"text": text, "reason": e.message},  # scrubbed, then cut (invalid.record)
             )
             return
         r = svc.registry.routes[cmd.name]
