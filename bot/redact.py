@@ -96,7 +96,7 @@ def find(text: str, extra: Iterable[tuple[str, str]] = ()) -> list[str]:
 
 
 def kinds_text(kinds: list[str]) -> str:
-    """"a Slack token", "a JWT and an AWS access key": the kinds as a phrase."""
+    """ "a Slack token", "a JWT and an AWS access key": the kinds as a phrase."""
     return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
 
 

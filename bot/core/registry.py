@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from bot import redact
 from bot.chat.text import quote
 from bot.chat.views import FieldError
-from bot import redact
 from bot.core.grammar import SecretText, Spec, UsageError, normalise, secret_refusal
 from bot.core.request import Command, IncidentView, Outcome, Request
 from bot.policy.models import first_error

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from enum import Enum
 from typing import Any, ClassVar, Protocol
-
-from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError

@@ -49,6 +49,7 @@ def machine_text(alert: dict[str, Any]) -> dict[str, Any]:
     clean["summary"] = machine_summary(clean["summary"])
     return clean
 
+
 DELIVERY = "alerts.delivery"
 
 
