@@ -59,7 +59,7 @@ class Breakglass(Command):
         scope = str(data.get("scope") or "")
         words = str(data.get("reason") or "").split(None, 1)
         if scope.lower() == "revoke":
-            if len(words) != 1 or not GRANT_ID.match(words[0].upper()):
+            if len(words) != 1 or not GRANT_ID.fullmatch(words[0].upper()):
                 raise ValueError("name the grant to end, like `/incident breakglass revoke BG-3`")
             return {"revoke": words[0].upper()}
         if not words:

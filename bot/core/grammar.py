@@ -81,7 +81,7 @@ def tokens(text: str) -> list[str]:
 
 
 def user_id(token: str) -> str | None:
-    m = MENTION.match(token.strip())
+    m = MENTION.fullmatch(token.strip())
     return m.group(1) if m else None
 
 

@@ -94,6 +94,19 @@ class Command(BaseModel):
     def label(self, field: str) -> str:
         return self.name if field == "text" else _LABELS.get(field, field.replace("_", " "))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_control_characters(cls, data: Any) -> Any:
+        # Before any field's own check, so "the target has a control character (newline) at
+        # position 5" is what is said, not a "not a name" that shows the newline.
+        if isinstance(data, dict):
+            for field, value in data.items():
+                label = cls.name if field == "text" else _LABELS.get(str(field), str(field).replace("_", " "))
+                for text in _strings(value):
+                    if why := control_problem(label, text, prose=field in cls.prose):
+                        raise PydanticCustomError("control_character", why)
+        return data
+
     @model_validator(mode="after")
     def _safe_text(self) -> Command:
         fields = type(self).model_fields

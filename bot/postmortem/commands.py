@@ -44,7 +44,7 @@ def _split(text: str) -> tuple[str, str]:
 
 
 def _sev(word: str) -> int:
-    m = _SEV.match(word.strip())
+    m = _SEV.fullmatch(word.strip())
     if not m:
         raise ValueError(f"`{quote(word[:20])}` is not a SEV: use 1 (worst) to 4, like `postmortem sev 3 <reason>`")
     return int(m.group(1))
@@ -60,7 +60,7 @@ class Postmortem(Command):
     `impact-figures`, `sev`."""
 
     name: ClassVar[str] = "postmortem"
-    prose: ClassVar[frozenset[str]] = frozenset({"evidence", "reason"})
+    prose: ClassVar[frozenset[str]] = frozenset({"text", "evidence", "reason"})  # text: before it is shaped
     sub: PmSub = "post"
     at: float | None = None  # impact: the start, epoch seconds
     evidence: str | None = Field(default=None, max_length=2000)

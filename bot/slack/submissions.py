@@ -78,7 +78,7 @@ async def _refuse(ack: AsyncAck, view: dict[str, Any], message: str) -> None:
 
 def _incident_of(view: dict[str, Any]) -> str | None:
     meta = str(view.get("private_metadata", ""))
-    return meta if INCIDENT_ID.match(meta) else None
+    return meta if INCIDENT_ID.fullmatch(meta) else None
 
 
 async def _check(svc: Services, req: Request, spec: FormSpec, wire: forms.SlackForm) -> FieldError | None:
