@@ -144,7 +144,7 @@ async def _postmortem(args: argparse.Namespace) -> int:
             print(f"firebreak: {exc}", file=sys.stderr)
             return 2
     inc_id = str(args.incident).strip().upper() if args.cmd == "postmortem" else ""
-    if args.cmd == "postmortem" and not INCIDENT_ID.match(inc_id):
+    if args.cmd == "postmortem" and not INCIDENT_ID.fullmatch(inc_id):
         print(f"firebreak: {str(args.incident)[:40]!r} is not an incident id: use INC-<n>, like INC-3", file=sys.stderr)
         return 2
     settings = load_settings()

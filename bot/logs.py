@@ -19,24 +19,23 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-from bot.redact import scrub, scrub_text
+from bot.redact import compile_pattern, scrub, scrub_text
 
 _SECRET_KEYS = {"token", "signing_secret", "authorization", "password", "secret", "app_token", "bot_token"}
 # Logged headers and reprs show tokens without a "Bearer" in front; catch the Slack shapes too.
-_SLACKISH = re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]+")
+_SLACKISH = compile_pattern(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]+")  # RE2, like every scan
 _PLAIN = (bool, int, float, type(None))
 FORMATS = {"json": True, "console": False}
 
 
 def _clean(text: str) -> str:
-    return _SLACKISH.sub("[redacted]", scrub_text(text))
+    return str(_SLACKISH.sub(lambda _m: "[redacted]", scrub_text(text)))
 
 
 def _redact(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

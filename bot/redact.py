@@ -1,14 +1,27 @@
-"""Scrubbing of secrets from anything we store or log.
+"""Finding and scrubbing secrets: one linear-time engine for everything Firebreak checks.
 
-The comms side (secret flagging in incident channels) reuses these patterns
-and adds the ones from policy.
+Every secret check runs here: a person's command text (refused, bot/core/grammar.py and the
+Command base in bot/core/request.py), pasted channel messages (flagged, bot/comms/watch.py),
+Alertmanager's labels and annotations (redacted, bot/signals/jobs.py), the audit log's entries
+and the logs (scrubbed, bot/audit/chain.py, bot/logs.py).
+
+The patterns run on RE2 (``google-re2``), which never backtracks: a search is linear in the text
+whatever the pattern, so no message, however crafted, stalls the event loop. (Python's ``re``
+took 2.9 s on 40 KB of ``a-a-a-…`` against the "password in a URL" pattern; bench/scan_bench.py.)
+A policy pattern RE2 cannot run (a backreference, a lookaround) is refused when the policy loads.
+
+``find`` scans at most MAX_SCAN characters in one search: longer text is scanned in windows of
+MAX_SCAN that overlap by OVERLAP, so one call's work (and RE2's DFA memory) stays bounded and a
+secret shorter than OVERLAP is never split between two windows. ``scrub_text`` redacts the whole
+text (RE2 is linear, and a log line must not keep a secret past some cut).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
+
+import re2
 
 # (kind, pattern). Kinds are what a warning names; the match itself never leaves here.
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -22,24 +35,76 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("JWT", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
 )
 
-_COMPILED = [(kind, re.compile(p)) for kind, p in BUILTIN_PATTERNS]
+# One search covers at most this many characters (40 KB, Slack's longest message).
+MAX_SCAN = 40_000
+# Windows of a longer text overlap by this much: every secret the patterns describe is far shorter.
+OVERLAP = 4_096
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused policy pattern is reported by the loader, not on stderr
+
+
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled for RE2, or ValueError saying why RE2 cannot run it."""
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(
+            f"pattern {pattern!r} cannot run on RE2, the linear-time engine ({why}); "
+            "backreferences and lookarounds are not supported: rewrite it without them"
+        ) from None
+
+
+_COMPILED: list[tuple[str, Any]] = [(kind, compile_pattern(p)) for kind, p in BUILTIN_PATTERNS]
+_PATTERNS: set[str] = set(p for _, p in BUILTIN_PATTERNS)
 
 
 def add_patterns(pairs: Iterable[tuple[str, str]]) -> None:
     """Policy's extra secret patterns (comms.yaml), added once at start.
 
-    Patterns only ever add redaction, so sharing them process-wide is safe.
+    Patterns only ever add checks and redaction, so sharing them process-wide is safe.
     """
-    known = {rx.pattern for _, rx in _COMPILED}
     for kind, pattern in pairs:
-        if pattern not in known:
-            _COMPILED.append((kind, re.compile(pattern)))
-            known.add(pattern)
+        if pattern not in _PATTERNS:
+            _COMPILED.append((kind, compile_pattern(pattern)))
+            _PATTERNS.add(pattern)
+
+
+def _windows(text: str) -> Iterable[str]:
+    if len(text) <= MAX_SCAN:
+        yield text
+        return
+    step = MAX_SCAN - OVERLAP
+    for start in range(0, len(text) - OVERLAP, step):
+        yield text[start : start + MAX_SCAN]
+
+
+def find(text: str, extra: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """The kinds of secret in ``text`` (each once, in pattern order): the built-in patterns, the
+    ones added at start, and ``extra`` (kind, pattern) pairs. Never the match itself."""
+    if not text:
+        return []
+    add_patterns(extra)
+    found: dict[str, None] = {}
+    for window in _windows(text):
+        for kind, rx in _COMPILED:
+            if kind not in found and rx.search(window):
+                found[kind] = None
+    order = [kind for kind, _ in _COMPILED]
+    return sorted(found, key=order.index)
+
+
+def kinds_text(kinds: list[str]) -> str:
+    """ "a Slack token", "a JWT and an AWS access key": the kinds as a phrase."""
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " and " + kinds[-1]
 
 
 def scrub_text(text: str) -> str:
     for kind, rx in _COMPILED:
-        text = rx.sub(f"[redacted {kind}]", text)
+        if rx.search(text):
+            label = f"[redacted {kind}]"
+            text = rx.sub(lambda _m, label=label: label, text)  # a function: a kind is never a template
     return text
 
 

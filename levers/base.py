@@ -142,7 +142,7 @@ class Target:
         if not namespaced and len(parts) != 1:
             raise LeverRefusal(f"A {kind} is cluster-scoped: give {shape}, without a namespace.")
         for part in parts:
-            if not _NAME.match(part):
+            if not _NAME.fullmatch(part):
                 raise LeverRefusal(
                     f"`{quote(part[:60])}` is not a Kubernetes name (lowercase letters, digits, - and .)."
                 )

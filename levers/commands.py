@@ -49,7 +49,7 @@ class PullLever(Command):
     @field_validator("cell")
     @classmethod
     def _cell(cls, v: str | None) -> str | None:
-        if v is not None and not CELL_NAME.match(v):
+        if v is not None and not CELL_NAME.fullmatch(v):
             raise ValueError(f"`{quote(v[:30])}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
         return v
 
@@ -65,7 +65,7 @@ class Undo(Command):
     @field_validator("request")
     @classmethod
     def _req(cls, v: str) -> str:
-        if not _REQ.match(v.strip()):
+        if not _REQ.fullmatch(v.strip()):
             raise ValueError(f"`{quote(v[:30])}` is not a request id: use the REQ-<n> from the lever's reply")
         return v.strip().upper()
 

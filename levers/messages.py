@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.chat.text import code_block
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
@@ -32,17 +33,14 @@ def api_error(e: KubeError) -> str:
     return f"{text} ({'; '.join(causes)})" if causes else text
 
 
-def _fence(text: str) -> str:
-    return "```" + text.replace("```", "'''") + "```"
-
-
 def plan_text(rec: LeverRequest) -> str:
     """The exact API call(s) and the kubectl equivalent, for dry-runs and approval cards."""
     calls = rec.plan.get("calls") or []
     wire = "\n".join(
         f"{c['method']} {c['path']}\nContent-Type: {c['content_type']}\n{canonical(c['body'])}" for c in calls
     )
-    return f"API:\n{_fence(wire)}\nkubectl:\n{_fence(rec.plan.get('kubectl', ''))}"
+    # The plan carries cluster data (names, annotation values): kept inside its blocks (bot/chat/text.py).
+    return f"API:\n{code_block(wire)}\nkubectl:\n{code_block(rec.plan.get('kubectl', ''))}"
 
 
 def server_said(answers: list[dict[str, Any]]) -> str:

@@ -44,6 +44,7 @@ class Breakglass(Command):
     """`breakglass <scope> <minutes> <reason>` or `breakglass revoke <BG-n>`."""
 
     name: ClassVar[str] = "breakglass"
+    prose: ClassVar[frozenset[str]] = frozenset({"reason"})
     scope: str | None = Field(default=None, max_length=300)
     minutes: int | None = None
     reason: str | None = Field(default=None, max_length=500)
@@ -58,7 +59,7 @@ class Breakglass(Command):
         scope = str(data.get("scope") or "")
         words = str(data.get("reason") or "").split(None, 1)
         if scope.lower() == "revoke":
-            if len(words) != 1 or not GRANT_ID.match(words[0].upper()):
+            if len(words) != 1 or not GRANT_ID.fullmatch(words[0].upper()):
                 raise ValueError("name the grant to end, like `/incident breakglass revoke BG-3`")
             return {"revoke": words[0].upper()}
         if not words:

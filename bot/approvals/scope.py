@@ -56,7 +56,7 @@ def parse(text: str, catalogue: list[str]) -> Scope:
         return Scope(fleet=True)
     if t.startswith("cell:"):
         cell = t[5:]
-        if not CELL_NAME.match(cell):
+        if not CELL_NAME.fullmatch(cell):
             raise ScopeError(f"`{quote(cell[:40])}` is not a cell name (like `cell:us-east-3`).")
         return Scope(cell=cell)
     names = [n.strip() for n in t.split(",") if n.strip()]

@@ -15,6 +15,7 @@ from bot.approvals.commands import Approve, Deny
 from bot.approvals.rules import seat_holders, seat_title, seats_text
 from bot.approvals.store import Ballot
 from bot.chat import Button, Buttons, Card, Confirm, Context, Fields, Header, Press, Section, quote
+from bot.chat.text import code, code_block, literal
 from bot.chat.views import Part
 from bot.clock import hhmm
 from bot.core.request import IncidentView
@@ -82,7 +83,7 @@ def _blast(d: dict[str, Any]) -> str:
         where = "fleet-wide (the fleet context: every cell it reaches)"
     else:
         where = f"one object in cell {d['cell']}"
-    return f"{where}; {d['effect']}" if d.get("effect") else where
+    return f"{where}; {literal(d['effect'])}" if d.get("effect") else where
 
 
 def _lever_body(b: Ballot) -> list[Part]:
@@ -99,13 +100,12 @@ def _lever_body(b: Ballot) -> list[Part]:
             )
         ),
         Section(_cut(f"*Why approval*: {why}", _SECTION)),
-        Section(_cut(f"*kubectl equivalent*\n```{_cut(d.get('kubectl', ''), 1200)}```", _SECTION)),
+        # Cluster data (names, annotations in the pre-state) stays inside its block or span: escaped,
+        # no backtick to end it (bot/chat/text.py), and cut inside the fence, never through it.
+        Section(f"*kubectl equivalent*\n{code_block(d.get('kubectl', ''), 1200)}"),
         Section(
-            _cut(
-                f"*API call*: `{_cut(d.get('api', ''), 400)}`\n"
-                f"*Pre-state*\n```{_cut(_pre_state(d.get('pre_state')), 1400)}```",
-                _SECTION,
-            )
+            f"*API call*: {code(d.get('api', ''), 400)}\n"
+            f"*Pre-state*\n{code_block(_pre_state(d.get('pre_state')), 1400)}"
         ),
         Context(
             (

@@ -63,3 +63,35 @@ def quote(text: str) -> str:
         at = m.end()
     out.append(_escape(unescape(text[at:])))
     return "".join(out)
+
+
+# Control characters but newline and tab: a terminal escape or a NUL in cluster data shows as nothing
+# or rewrites what is around it.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def literal(text: str) -> str:
+    """Text from outside the chat (cluster data: names, annotations, labels, an API path) made
+    inert: ``&``, ``<``, ``>`` escaped, so nothing in it pings (``<!channel>``), mentions
+    (``<@U1>``) or links; bidirectional, zero-width and control characters (but newline and tab)
+    dropped. Unlike ``quote`` nothing is decoded first: this text never came from the chat, so a
+    ``&lt;`` in an annotation is shown as typed, and no mention stays active."""
+    return _escape(_CONTROL.sub("", visible(text)))
+
+
+def code(text: str, limit: int | None = None) -> str:
+    """Cluster data as an inline code span it cannot leave: on one line (newlines and runs of
+    space become one space), ``literal``, and no backtick to close the span early; cut to
+    ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return "`" + (literal(flat).replace("`", "'") or " ") + "`"
+
+
+def code_block(text: str, limit: int | None = None) -> str:
+    """Cluster data (a plan, a pre-state, a kubectl line) as a fenced block it cannot leave: lines
+    kept, ``literal``, every backtick shown as ``'`` (a ``` inside, or one beside the closing
+    fence, would end the block and let the rest render as markup); cut to ``limit`` characters."""
+    body = text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
+    return "```" + (literal(body).replace("`", "'") or " ") + "```"

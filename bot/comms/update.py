@@ -2,20 +2,23 @@
 
 The update goes to the incident channel and, as the public summary, to
 FIREBREAK_STAKEHOLDER_CHANNEL. Text naming a cell or a node is refused before
-anything is recorded or posted, with the words and a product × region rewrite;
-so is text holding a secret (naming its kind, never the secret). The secret is
-kept out of every audit entry too: the audit log scrubs each entry's detail with the
-built-in and policy patterns (bot/redact.py) before it is hashed and stored.
+anything is recorded or posted, with the words and a product × region rewrite.
+Text holding a secret never gets here: every command's text is refused when it is
+parsed (bot/core/registry.py, the Command base in bot/core/request.py), naming the
+kind, never the secret; the audit log scrubs each entry's detail with the same
+patterns (bot/redact.py) before it is hashed and stored.
 
 The reminder's "Post update" button opens the same update as a form, prefilled with the
-last one; the form is refused on the field by the same two checks (``check_form``).
+last one; the form is refused on the field by the same checks (``parse_form``, ``check_form``).
 """
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from bot.chat import ChatError, FieldError, quote
 from bot.clock import hhmm
-from bot.comms import public, secrets, views
+from bot.comms import public, views
 from bot.comms.commands import UpdateForm
 from bot.comms.hooks import PRIVATE_NAMES
 from bot.core.request import Outcome, Refusal, Request
@@ -24,17 +27,7 @@ from bot.incidents.commands import Update
 from bot.incidents.models import Incident
 from bot.incidents.posts import announce, joined, refresh_card
 from bot.incidents.store import UpdateRecorded, repo
-
-
-def secret_problem(svc: Services, text: str) -> str | None:
-    """Why ``text`` must not be posted or stored because it holds a secret, or None."""
-    kinds = secrets.scan(text, svc.policy.comms.secret_patterns)
-    if not kinds:
-        return None
-    return (
-        f"Not posted: that update looks like it contains a {secrets.kinds_text(kinds)}. Nothing was posted "
-        "or stored. Rotate that credential, then post the update without it."
-    )
+from bot.policy.models import first_error
 
 
 async def _private_nodes(svc: Services, inc: Incident) -> list[str]:
@@ -76,9 +69,6 @@ async def _publish(svc: Services, inc: Incident, text: str, now: float, posted_h
 
 
 async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Outcome:
-    leak = secret_problem(svc, cmd.text)
-    if leak:
-        raise Refusal(leak, secret_kinds=secrets.scan(cmd.text, svc.policy.comms.secret_patterns))
     bad = await public_problem(svc, inc, cmd.text)
     if bad:
         raise Refusal(bad[0], offending=bad[1])
@@ -119,7 +109,10 @@ def parse_form(values: dict[str, str]) -> Update:
         raise FieldError("text", "Write the update: what users see, in which product and region.")
     if len(text) > 3000:
         raise FieldError("text", "Keep it under 3000 characters.")
-    return Update(text=text)
+    try:
+        return Update(text=text)
+    except ValidationError as exc:  # a secret or a control character: said on the field
+        raise FieldError("text", first_error(exc).message) from None
 
 
 async def check_form(svc: Services, cmd: Update, inc_id: str | None) -> FieldError | None:
@@ -127,8 +120,5 @@ async def check_form(svc: Services, cmd: Update, inc_id: str | None) -> FieldErr
     inc = await repo(svc).get(inc_id) if inc_id else None
     if inc is None:
         return None
-    leak = secret_problem(svc, cmd.text)
-    if leak:
-        return FieldError("text", leak)
     bad = await public_problem(svc, inc, cmd.text)
     return FieldError("text", bad[0][:2000]) if bad else None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.chat.text import quote
+from bot.redact import kinds_text
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "＂": '"', "—": "--", "–": "--"})
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
@@ -31,6 +32,46 @@ class UsageError(Exception):
         return f"{self.message}\nUsage: `{self.usage}`" if self.usage else self.message
 
 
+class SecretText(UsageError):
+    """The text holds a secret: refused in one line (no usage: nothing to retype but the link)."""
+
+    def __init__(self, message: str, kinds: list[str]) -> None:
+        super().__init__(message)
+        self.kinds = kinds
+
+
+def _a(phrase: str) -> str:
+    return f"an {phrase}" if phrase[:1] in "AEIOUaeiou" else f"a {phrase}"
+
+
+def secret_refusal(label: str, kinds: list[str]) -> str:
+    """The one line a secret gets: what was found (the kind, never the text) and what to paste instead."""
+    return (
+        f"That {label} contains {_a(kinds_text(kinds))}; nothing was stored. Paste a link to the secret "
+        "manager entry instead, and rotate that credential now."
+    )
+
+
+# Control characters (C0, DEL, C1) and Unicode's line and paragraph separators: in a name or a target
+# they make what the checks read differ from what an API or a terminal does with it.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_NAMES = {"\n": "newline", "\r": "carriage return", "\t": "tab", "\x00": "NUL", "\x1b": "escape"}
+# Prose (a reason, a cause, an update) may span lines; nothing else may.
+_PROSE_OK = frozenset("\n\r\t")
+
+
+def control_problem(label: str, value: str, prose: bool = False) -> str | None:
+    """Why ``value`` cannot be taken because of a control character, naming it and its position
+    (counting from 1), or None."""
+    for m in _CONTROL.finditer(value):
+        ch = m.group(0)
+        if prose and ch in _PROSE_OK:
+            continue
+        name = _CONTROL_NAMES.get(ch, f"U+{ord(ch):04X}")
+        return f"The {label} has a control character ({name}) at position {m.start() + 1}; type it on one line."
+    return None
+
+
 def normalise(text: str) -> str:
     return text.translate(_QUOTES).replace("\u00a0", " ").strip()
 
@@ -40,7 +81,7 @@ def tokens(text: str) -> list[str]:
 
 
 def user_id(token: str) -> str | None:
-    m = MENTION.match(token.strip())
+    m = MENTION.fullmatch(token.strip())
     return m.group(1) if m else None
 
 

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from bot import redact
 from bot.chat.text import quote
 from bot.chat.views import FieldError
-from bot.core.grammar import Spec, UsageError, normalise
+from bot.core.grammar import SecretText, Spec, UsageError, normalise, secret_refusal
 from bot.core.request import Command, IncidentView, Outcome, Request
 from bot.core.timeline import Detail, Line, command_action
 from bot.policy.models import first_error
@@ -189,8 +190,35 @@ class Registry:
         return [r for r in self.routes.values() if r.spec is not None]
 
     def parse(self, text: str) -> Command:
-        """`/incident <text>` -> a typed command, or UsageError with what to type."""
+        """`/incident <text>` -> a typed command, or UsageError with what to type.
+
+        The whole text is scanned for secrets first (RE2, bot/redact.py): a secret anywhere is
+        refused in one line naming its kind, so no usage line, audit reason or echo repeats any of
+        it. Its field, when the command parses, names it ("That reason contains…")."""
         text = normalise(text)
+        if len(text) > redact.MAX_SCAN:
+            raise UsageError(
+                f"That command is {len(text):,} characters; Firebreak takes at most {redact.MAX_SCAN:,}. "
+                "Put the details in a document and paste its link."
+            )
+        kinds = redact.find(text)
+        try:
+            cmd = self._parse(text)
+        except SecretText:
+            raise
+        except UsageError:
+            if not kinds:
+                raise
+            raise SecretText(self._secret(text, kinds), kinds) from None
+        if kinds:  # in no field of the command (a word it ignores): refused all the same
+            raise SecretText(self._secret(text, kinds), kinds)
+        return cmd
+
+    def _secret(self, text: str, kinds: list[str]) -> str:
+        head = text.partition(" ")[0].lower()
+        return secret_refusal(f"`{head}` command" if head in self.routes else "command", kinds)
+
+    def _parse(self, text: str) -> Command:
         head, _, rest = text.partition(" ")
         name = head.lower() or "help"
         r = self.routes.get(name)
@@ -200,6 +228,8 @@ class Registry:
         try:
             return r.model.model_validate(data, context={"commands": [t.name for t in self.typed()]})
         except ValidationError as exc:
+            if exc.errors()[0]["type"] == "secret_text":
+                raise SecretText(first_error(exc).message, redact.find(text)) from None
             raise UsageError(_validation_message(exc, r.spec), r.spec.usage) from None
 
     def _suggest(self, name: str) -> str:

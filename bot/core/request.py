@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from enum import Enum
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from bot import redact
+from bot.core.grammar import control_problem, secret_refusal
 from bot.ids import SYSTEM_ACTOR
 
 __all__ = ["SYSTEM_ACTOR", "Command", "IncidentView", "Outcome", "Refusal", "Request", "Source"]
@@ -52,15 +56,69 @@ class IncidentView(Protocol):
     def holders(self, user: str) -> list[str]: ...
 
 
+# What a free-text field is called in the one-line refusal ("That cause contains…"): ``text`` is
+# the command's own text, so it takes the command's name.
+_LABELS = {"threads": "handoff thread", "verify": "verification", "params": "parameter"}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
 class Command(BaseModel):
-    """Base of every typed command. ``name`` keys the policy and the registry."""
+    """Base of every typed command. ``name`` keys the policy and the registry.
+
+    Every command, however it came in (typed, a form, a button, a timer), is checked here when it
+    is built, before any handler sees it: no text field may hold a secret (the patterns of
+    bot/redact.py, RE2, linear time), and no field but the ``prose`` ones may hold a control
+    character (prose may span lines). So nothing with a secret is ever stored or reposted.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: ClassVar[str]
+    # Fields of free prose (reasons, causes, updates, evidence): newlines and tabs allowed.
+    prose: ClassVar[frozenset[str]] = frozenset()
 
     def subject_role(self) -> str | None:
         """For the "holder" rule: the role this command acts on, if any."""
         return None
+
+    def label(self, field: str) -> str:
+        return self.name if field == "text" else _LABELS.get(field, field.replace("_", " "))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_control_characters(cls, data: Any) -> Any:
+        # Before any field's own check, so "the target has a control character (newline) at
+        # position 5" is what is said, not a "not a name" that shows the newline.
+        if isinstance(data, dict):
+            for field, value in data.items():
+                label = cls.name if field == "text" else _LABELS.get(str(field), str(field).replace("_", " "))
+                for text in _strings(value):
+                    if why := control_problem(label, text, prose=field in cls.prose):
+                        raise PydanticCustomError("control_character", why)
+        return data
+
+    @model_validator(mode="after")
+    def _safe_text(self) -> Command:
+        fields = type(self).model_fields
+        for field in fields:
+            for text in _strings(getattr(self, field)):
+                if kinds := redact.find(text):
+                    raise PydanticCustomError("secret_text", secret_refusal(self.label(field), kinds))
+        for field in fields:
+            for text in _strings(getattr(self, field)):
+                if why := control_problem(self.label(field), text, prose=field in self.prose):
+                    raise PydanticCustomError("control_character", why)
+        return self
 
 
 def new_request_id() -> str:

@@ -18,7 +18,7 @@ _SEV = re.compile(r"^(?:sev)?([1-4])$", re.IGNORECASE)
 
 def _sev(v: object) -> object:
     if isinstance(v, str):
-        m = _SEV.match(v.strip())
+        m = _SEV.fullmatch(v.strip())
         if not m:
             raise ValueError(f"`{quote(v[:20])}` is not a SEV: use 1 (worst) to 4")
         return int(m.group(1))
@@ -59,13 +59,14 @@ class Declare(Command):
     @classmethod
     def _cells(cls, v: list[str]) -> list[str]:
         for c in v:
-            if not CELL_NAME.match(c):
+            if not CELL_NAME.fullmatch(c):
                 raise ValueError(f"`{quote(c[:30])}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
         return list(dict.fromkeys(v))
 
 
 class Sev(Command):
     name: ClassVar[str] = "sev"
+    prose: ClassVar[frozenset[str]] = frozenset({"reason"})
     sev: int = Field(ge=1, le=4)
     reason: str = Field(min_length=1, max_length=500)
 
@@ -125,6 +126,7 @@ class Accept(Command):
 
 class Update(Command):
     name: ClassVar[str] = "update"
+    prose: ClassVar[frozenset[str]] = frozenset({"text"})
     text: str = Field(min_length=1, max_length=3000)
 
 

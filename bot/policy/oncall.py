@@ -20,13 +20,13 @@ SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,20}$")
 
 
 def _user(v: str) -> str:
-    if not SLACK_USER.match(v):
+    if not SLACK_USER.fullmatch(v):
         raise ValueError(f"{v!r} is not a Slack user id (like U0123ABCD; a name or @mention will not do)")
     return v
 
 
 def _cell(v: str) -> str:
-    if not CELL_NAME.match(v):
+    if not CELL_NAME.fullmatch(v):
         raise ValueError(f"{v!r} is not a cell name (lowercase letters, digits, dashes: us-east-3)")
     return v
 

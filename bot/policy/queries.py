@@ -57,7 +57,7 @@ class TriageQuery(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        if not _NAME.fullmatch(v):
             raise ValueError("name must be snake_case: lowercase letters, digits and _, at most 32")
         return v
 

@@ -44,7 +44,7 @@ def _split(text: str) -> tuple[str, str]:
 
 
 def _sev(word: str) -> int:
-    m = _SEV.match(word.strip())
+    m = _SEV.fullmatch(word.strip())
     if not m:
         raise ValueError(f"`{quote(word[:20])}` is not a SEV: use 1 (worst) to 4, like `postmortem sev 3 <reason>`")
     return int(m.group(1))
@@ -60,6 +60,7 @@ class Postmortem(Command):
     `impact-figures`, `sev`."""
 
     name: ClassVar[str] = "postmortem"
+    prose: ClassVar[frozenset[str]] = frozenset({"text", "evidence", "reason"})  # text: before it is shaped
     sub: PmSub = "post"
     at: float | None = None  # impact: the start, epoch seconds
     evidence: str | None = Field(default=None, max_length=2000)
@@ -135,6 +136,7 @@ class Cause(Command):
     """`cause detection|trigger|root <text>`; a root may name its class (`class: driver …`)."""
 
     name: ClassVar[str] = "cause"
+    prose: ClassVar[frozenset[str]] = frozenset({"text"})
     which: Literal["detection", "trigger", "root"]
     text: str = Field(min_length=1, max_length=2000)
     root_class: str | None = None
@@ -169,6 +171,7 @@ class Action(Command):
     closes one."""
 
     name: ClassVar[str] = "action"
+    prose: ClassVar[frozenset[str]] = frozenset({"text", "verify", "evidence"})
     text: str | None = Field(default=None, max_length=1000)
     owner: str | None = None
     due: str | None = None

@@ -31,7 +31,7 @@ def parse_since(text: str) -> float:
     """`YYYY-MM-DD` -> that day's 00:00 UTC (epoch seconds); BadDate says what to type."""
     t = text.strip()
     try:
-        if not _DATE.match(t):
+        if not _DATE.fullmatch(t):
             raise ValueError
         d = date.fromisoformat(t)
     except ValueError:

@@ -46,7 +46,7 @@ def parse_utc(text: str) -> float:
     """An ISO-8601 time -> epoch seconds (UTC when no offset is given). ValueError says what to type."""
     t = text.strip()
     hint = f"give the impact start as an ISO-8601 time in UTC, like `{IMPACT_EXAMPLE}`"
-    if not _ISO.match(t):
+    if not _ISO.fullmatch(t):
         raise ValueError(f"`{t[:40]}` is not a time: {hint}")
     try:
         dt = datetime.fromisoformat(t.upper().replace("Z", "+00:00"))
@@ -130,7 +130,7 @@ def split_root(text: str) -> tuple[str | None, str]:
     if not m:
         return None, text.strip()
     name, rest = m.group(1), m.group(2).strip()
-    if not ROOT_CLASS.match(name) or len(name) > 40:
+    if not ROOT_CLASS.fullmatch(name) or len(name) > 40:
         want = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "driver"
         raise ValueError(
             f"`{name[:40] or '(nothing)'}` is not a root-cause class: one lowercase word or words joined by "
@@ -152,7 +152,7 @@ def root_text(text: str) -> tuple[str | None, str]:
 
 def parse_due(text: str) -> date:
     t = text.strip()
-    if not _DATE.match(t):
+    if not _DATE.fullmatch(t):
         raise ValueError(f"`--due {t[:30]}` is not a date: use YYYY-MM-DD, like `--due 2026-12-15`")
     try:
         return date.fromisoformat(t)
@@ -181,7 +181,7 @@ def due_refusal(due: date, now: float) -> str | None:
 
 
 def parse_action_id(text: str) -> str:
-    m = _ACTION_ID.match(text.strip())
+    m = _ACTION_ID.fullmatch(text.strip())
     if not m:
         raise ValueError(f"`{text.strip()[:20]}` is not an action item: name it like `AI-3`")
     return f"AI-{m.group(1)}"

@@ -55,7 +55,7 @@ def incident_of(job: Job) -> str | None:
     """The incident a job belongs to, for its logs and audit: the payload's, else a key that
     starts with an incident id (comms jobs are keyed "INC-n" or "INC-n/HO-m")."""
     inc = job.payload.get("incident") or job.key.split("/", 1)[0]
-    return inc if isinstance(inc, str) and INCIDENT_ID.match(inc) else None
+    return inc if isinstance(inc, str) and INCIDENT_ID.fullmatch(inc) else None
 
 
 def _member(kind: str, key: str) -> str:

@@ -19,6 +19,7 @@ class Alerts(Command):
     arguments (the entry says what changed; the incident keeps every alert)."""
 
     name: ClassVar[str] = "alerts"
+    prose: ClassVar[frozenset[str]] = frozenset({"summary"})  # redacted, not refused (jobs.py)
     delivery: str = Field(max_length=64)
     group: str = Field(max_length=80)
     cell: str = Field(max_length=64)

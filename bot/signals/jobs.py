@@ -9,11 +9,13 @@ runs the request through the executor: policy check, handler, one audit entry.
 
 from __future__ import annotations
 
+import re
 import uuid
+from typing import Any
 
 import structlog
 
-from bot import logs
+from bot import logs, redact
 from bot.comms.store import store as marks
 from bot.core.dispatch import JobRetry, execute
 from bot.core.request import SYSTEM_ACTOR, Request, Source
@@ -27,6 +29,26 @@ from bot.signals.models import Alert, Delivery
 from bot.signals.store import GroupBusy, GroupState, security_mark, store, summary_mark
 
 log = logs.get(__name__)
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a summary keeps its lines and tabs
+
+
+def machine_summary(text: str) -> str:
+    return _CONTROL_IN_PROSE.sub(" ", redact.scrub_text(text))
+
+
+def machine_text(alert: dict[str, Any]) -> dict[str, Any]:
+    """An alert's text as Firebreak keeps and reposts it (incident, card, channel name, security
+    channel, postmortem): every secret replaced by ``[redacted <kind>]``. Redacted, not refused as
+    a person's text is: the sender is a machine, nobody can be asked to paste a link instead, and
+    the page must still open its incident. Labels (which name cells and channels) lose their
+    control characters too; a summary may span lines."""
+    clean: dict[str, Any] = redact.scrub(alert)
+    clean["labels"] = {_CONTROL.sub(" ", k): _CONTROL.sub(" ", v) for k, v in clean["labels"].items()}
+    clean["summary"] = machine_summary(clean["summary"])
+    return clean
+
 
 DELIVERY = "alerts.delivery"
 
@@ -43,9 +65,9 @@ async def deliver(svc: Services, job: Job) -> None:
             id=delivery,
             received_at=received_at,
             group_key=parsed.group_key,
-            summary=parsed.summary,
+            summary=machine_summary(parsed.summary),
             truncated=parsed.truncated,
-            alerts=[Alert.model_validate(a) for a in parsed.handled],
+            alerts=[Alert.model_validate(machine_text(a)) for a in parsed.handled],
         )
         for group in rules.groups(d.alerts):
             with structlog.contextvars.bound_contextvars(alert_group=group.key):

@@ -43,7 +43,7 @@ def handled(labels: Mapping[str, str]) -> bool:
 def cell_of(a: Alert) -> str | None:
     """The alert's cell, or None when its `cell` label is missing or not a cell name."""
     cell = a.labels.get("cell", "").strip()
-    return cell if CELL_NAME.match(cell) else None
+    return cell if CELL_NAME.fullmatch(cell) else None
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def sev_of(alerts: Iterable[Alert], security: bool) -> int:
     if security:
         return SECURITY_SEV
     labels = (a.labels.get("sev", "").strip() for a in alerts if a.status == "firing")
-    sevs = [int(m.group(1)) for v in labels if (m := _SEV.match(v))]
+    sevs = [int(m.group(1)) for v in labels if (m := _SEV.fullmatch(v))]
     return min(sevs, default=DEFAULT_SEV)
 
 

@@ -1,12 +1,13 @@
 """What signals posts: one summary per delivery in the incident channel, and the security
 channel's line. Every piece of alert text (label values, summaries, names) is an outsider's
-words: quoted (no `<!channel>`, no links) and set in code spans (no bold, italics or strikes)."""
+words: made literal (no `<!channel>`, no mentions, no links; bot/chat/text.py) and set in
+code spans (no bold, italics or strikes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.chat import quote
+from bot.chat.text import code as _code
 from bot.signals import rules
 from bot.signals.models import Alert
 
@@ -16,11 +17,8 @@ MAX_VALUE = 80
 
 
 def code(value: str) -> str:
-    """An outsider's value shown literally: quoted, in a code span it cannot close, on one line."""
-    flat = " ".join(value.split())
-    if len(flat) > MAX_VALUE:
-        flat = flat[: MAX_VALUE - 1] + "…"
-    return "`" + quote(flat).replace("`", "'") + "`"
+    """An outsider's value shown literally, in a code span it cannot close, on one line."""
+    return _code(value, MAX_VALUE)
 
 
 def _kinds(alerts: Sequence[Alert]) -> str:

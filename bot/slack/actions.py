@@ -31,19 +31,19 @@ class Action:
 
 
 def _inc(value: str) -> str:
-    if not INCIDENT_ID.match(value):
+    if not INCIDENT_ID.fullmatch(value):
         raise ValueError("not an incident id")
     return value
 
 
 def _id(value: str, shape: re.Pattern[str]) -> str:
-    if not shape.match(value):
+    if not shape.fullmatch(value):
         raise ValueError(value[:40])
     return value
 
 
 def _ballot(value: BaseModel, shape: re.Pattern[str]) -> bool:
-    return bool(shape.match(str(getattr(value, "request", ""))))
+    return bool(shape.fullmatch(str(getattr(value, "request", ""))))
 
 
 def _accept(value: str) -> Press:

@@ -93,7 +93,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             cmd = svc.registry.parse(body.text)
         except UsageError as e:
             await ack(text=e.render(), response_type="ephemeral")
-            detail = {"text": body.text[:500], "reason": e.message}
+            detail = {"text": body.text, "reason": e.message}  # scrubbed, then cut (invalid.record)
 
             async def record() -> None:
                 await invalid.record(

@@ -79,7 +79,7 @@ async def _refuse(ack: AsyncAck, view: View, message: str) -> None:
 
 def _incident_of(view: View) -> str | None:
     meta = view.private_metadata or ""
-    return meta if INCIDENT_ID.match(meta) else None
+    return meta if INCIDENT_ID.fullmatch(meta) else None
 
 
 async def _check(svc: Services, req: Request, spec: FormSpec, wire: forms.SlackForm) -> FieldError | None:

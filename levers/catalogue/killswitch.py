@@ -37,7 +37,7 @@ class KillswitchParams(NoParams):
     @field_validator("tenant")
     @classmethod
     def _tenant(cls, v: str) -> str:
-        if not _TENANT.match(v):
+        if not _TENANT.fullmatch(v):
             raise ValueError("a tenant id: lowercase letters, digits, - _ .")
         return v
 

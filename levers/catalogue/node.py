@@ -33,7 +33,7 @@ class QuarantineParams(NoParams):
     @field_validator("reason", "ticket")
     @classmethod
     def _label_value(cls, v: str | None) -> str | None:
-        if v is not None and not _VALUE.match(v):
+        if v is not None and not _VALUE.fullmatch(v):
             raise ValueError("a label value: up to 63 letters, digits, - _ . (e.g. xid79)")
         return v
 
