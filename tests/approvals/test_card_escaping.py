@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from bot.demo.kube import samples
+from fbworld.kube import samples
 from tests.approvals.conftest import text_of
 from tests.approvals.test_lever_approval import card, request_drain
 

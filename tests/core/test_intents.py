@@ -209,23 +209,25 @@ async def test_finished_requests_leave_no_intent(app):
     assert await intents.repair(app.services) == 0
 
 
-async def test_an_open_intent_holds_the_arguments_scrubbed_like_the_audit(app, monkeypatch):
-    """An intent is stored before anything is checked by the handler: a secret in the arguments is
-    scrubbed there too, and in the interrupted entry made from it."""
+async def test_a_secret_in_the_arguments_is_refused_before_any_intent_is_stored(app, monkeypatch):
+    """An intent is stored before the handler checks anything, so a secret must never reach it: the
+    command is refused when it is parsed (bot/core/request.py), and no intent and no command entry
+    holds the secret; the refusal's audit entry holds it redacted."""
     await start_loop_hooks(app)
+    noted: list[str] = []
     real = app.services.audit.note_intent
 
-    async def noted_then_killed(request_id, **notes):
+    async def counting(request_id, **notes):
+        noted.append(request_id)
         await real(request_id, **notes)
-        raise asyncio.CancelledError()
 
-    monkeypatch.setattr(app.services.audit, "note_intent", noted_then_killed)
-    await app.command("declare leaked AKIAIOSFODNN7EXAMPLE in logs --sev 3", user=IC)
+    monkeypatch.setattr(app.services.audit, "note_intent", counting)
+    out = await app.run("declare leaked AKIAIOSFODNN7EXAMPLE in logs --sev 3", user=IC)
     await app.drain()
-    monkeypatch.undo()
-    raw = await app.services.redis.hgetall("fb:{audit}:intents")
-    assert raw and "AKIAIOSFODNN7EXAMPLE" not in str(raw) and "[redacted AWS access key]" in str(raw)
-    await _sweep_later(app)
-    [e] = [e for e in await audit_entries(app) if e["action"] == "command.declare"]
-    assert e["detail"]["args"]["title"] == "leaked [redacted AWS access key] in logs"
-    assert "AKIAIOSFODNN7EXAMPLE" not in str(await audit_entries(app))
+    assert "AWS access key" in out and "nothing was stored" in out
+    assert noted == [] and await app.services.redis.hgetall("fb:{audit}:intents") == {}
+    entries = await audit_entries(app)
+    assert not [e for e in entries if e["action"] == "command.declare"]
+    [e] = [e for e in entries if e["action"] == "command.invalid"]
+    assert "[redacted AWS access key]" in e["detail"]["text"]
+    assert "AKIAIOSFODNN7EXAMPLE" not in str(entries)
