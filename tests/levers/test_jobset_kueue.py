@@ -68,8 +68,10 @@ async def test_kueue_jobset_stays_stopped_through_its_workload_and_undo_resumes(
     # One write, to the Workload; the JobSet itself is left to Kueue.
     assert [r.path for r in patches(cell)] == [f"{WORKLOADS}/{name}"]
 
-    await asyncio.sleep(3)
-    assert suspend_of(cell) is True, "the JobSet must still be stopped 3 s later, with Kueue running"
+    # Proves nothing undid the stop over a window: five more Kueue passes (it would restart it in one).
+    kueue, seen = cell.controllers["kueue"], cell.controllers["kueue"].passes
+    assert await eventually(lambda: kueue.passes >= seen + 5, seconds=30)
+    assert suspend_of(cell) is True, "the JobSet must still be stopped after Kueue's next passes"
     stopped = cell.get("workload", name, NS)
     assert stopped["spec"]["active"] is False
     assert condition(stopped, "Evicted").get("status") == "True"
