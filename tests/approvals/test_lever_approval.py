@@ -7,21 +7,9 @@ import re
 
 from levers import executor
 from levers.store import lever_store
-from tests.approvals.conftest import buttons, text_of
-from tests.conftest import T0, audit_entries
 from tests.fakes.slack import block_actions_body
-
-DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"
-
-
-async def request_drain(world) -> str:
-    await world.declare(ops="UOPS", comms="UCOMMS")
-    out = await world.run(DRAIN, user="UOPS")
-    m = re.search(r"REQ-\d+", out)
-    assert m, out
-    rid = m.group(0)
-    assert (await lever_store(world.svc).get(rid)).state == "pending_approval"
-    return rid
+from tests.support.approvals import DRAIN, buttons, request_drain, text_of
+from tests.support.harness import T0, audit_entries
 
 
 def card(world, rid: str) -> dict:

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 
 from bot.clock import ManualClock
 from bot.store import Keys
-from tests.conftest import T0
 from tests.fakes.slack import FakeSlack
-from tests.harness import start_app
+from tests.support.harness import T0, start_app
 
 # Words that mean something to Firebreak's grammar or to Slack's own payload encoding.
 WORDS = [

@@ -29,9 +29,8 @@ import structlog
 from yarl import URL
 
 from bot.store import Keys
-from tests.conftest import audit_entries
 from tests.fakes.slack import block_actions_body, event_body, slash_command_body, view_submission_body
-from tests.harness import SECRET
+from tests.support.harness import SECRET, audit_entries
 
 FORM, JSON = "application/x-www-form-urlencoded", "application/json"
 

@@ -21,9 +21,8 @@ import structlog
 
 import bot.store.client
 from bot.store import GATE_OPEN_S
-from tests.conftest import audit_entries
 from tests.fakes.slack import FakeSlack
-from tests.harness import RunningApp, start_app
+from tests.support.harness import RunningApp, audit_entries, start_app
 from tests.support.redis_server import RedisServer
 from tests.support.stall_proxy import StallProxy
 

@@ -9,9 +9,9 @@ import pytest
 from bot.chat import ChatError
 from bot.console.emulator import Event, SlackEmulator
 from bot.slack.gateway import UPLOAD_STEP, SlackGateway, make_client
-from tests.core.helpers import IC
 from tests.fakes.slack import UPLOAD_URL
-from tests.harness import TOKEN
+from tests.support.core import IC
+from tests.support.harness import TOKEN
 
 POSTMORTEM = "# INC-1 postmortem\n\n## Detection gap\nFirst signal 03:10 → détection 05:15 (2h 05m)\n"
 

@@ -23,7 +23,7 @@ from bot.policy.sections import Policy
 from bot.postmortem import impact
 from bot.prom import Failed, Matrix, Prometheus, Vector, Why
 from bot.triage import rules, streams
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.prometheus import (
     CellHealth,
     PrometheusServer,
@@ -32,7 +32,7 @@ from tests.support.prometheus import (
     health_series,
     ttft_scenario,
 )
-from tests.triage.conftest import serve
+from tests.support.triage import serve
 
 REPO = Path(__file__).resolve().parents[2]
 CELLS = ("us-east-1", "us-east-2", "us-east-3")

@@ -19,7 +19,7 @@ from bot.demo.drills import DrillError, drills, get
 from bot.demo.drills.alerts import fingerprint, payload
 from bot.demo.drills.library import load
 from bot.demo.drills.model import Webhook
-from tests.core.helpers import run_cli
+from tests.support.core import run_cli
 
 SPEED = 60.0  # a five-minute drill in five seconds
 HEADINGS = ("## Summary", "## Timeline", "## Detection gap", "## Trigger and root cause", "## Action items")

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.deploy.manifests import REPO, one, render
+from tests.support.deploy import REPO, one, render
 
 DOCKERFILE = REPO / "Dockerfile"
 

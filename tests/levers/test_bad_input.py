@@ -14,8 +14,8 @@ from aiohttp import web
 from bot.clock import hhmm
 from bot.demo.kube import ApiError
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import MODEL, OPS, SEC, channel_texts, comparable, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import MODEL, OPS, SEC, channel_texts, comparable, patches, say
 from tests.support.wait import until
 
 CQ = r"/clusterqueues/research-h100$"

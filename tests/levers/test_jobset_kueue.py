@@ -13,8 +13,8 @@ import pytest
 
 from bot.demo.kube import samples
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, PROVENANCE, comparable, kubectl, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, PROVENANCE, comparable, kubectl, patches, say
 
 NS, NAME = "train-llm", "pretrain-405b"
 PULL = f"lever jobset-suspend {NS}/{NAME} --cell us-east-3"

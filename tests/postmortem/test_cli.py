@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.core.helpers import run_cli
-from tests.postmortem.test_report import resolved_incidents
-from tests.signals.helpers import TOKEN, policy_dir
+from tests.support.core import run_cli
 from tests.support.ports import free_port
+from tests.support.postmortem import resolved_incidents
+from tests.support.signals import TOKEN, policy_dir
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ import pytest
 
 from bot.demo.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.fakes.slack import FakeSlack
-from tests.reliability.replicas import Pair, start_pair, verified, write_policy
-from tests.reliability.world import CELL, OPS, until
+from tests.support.reliability.replicas import Pair, start_pair, verified, write_policy
+from tests.support.reliability.world import CELL, OPS, until
 
 pytestmark = pytest.mark.reliability
 

@@ -16,9 +16,9 @@ import pytest
 
 from bot.comms import timers
 from tests.fakes.slack import FakeSlack
-from tests.reliability.replicas import Pair, channel_of, start_pair, verified
-from tests.reliability.seed import CELLS, channel_for, seed_open
-from tests.reliability.world import close, observer
+from tests.support.reliability.replicas import Pair, channel_of, start_pair, verified
+from tests.support.reliability.seed import CELLS, channel_for, seed_open
+from tests.support.reliability.world import close, observer
 
 pytestmark = pytest.mark.reliability
 

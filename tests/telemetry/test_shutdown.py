@@ -19,9 +19,9 @@ from bot.clock import SystemClock
 from bot.comms import timers
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import repo
-from tests.core.helpers import REPO
 from tests.fakes.slack import FakeSlack, SlackSender
-from tests.harness import RunningApp, start_app
+from tests.support.core import REPO
+from tests.support.harness import RunningApp, start_app
 
 SERVE_TOKEN = "xoxb-serve-process"
 SERVE_SECRET = "serve-signing-secret"

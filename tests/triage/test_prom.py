@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from bot.prom import Failed, Matrix, Prometheus, Scalar, Text, Vector, Why
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.ports import free_port
 from tests.support.prometheus import CellHealth, PrometheusServer, ensure_services_installed, health_series, make_tls
-from tests.triage.conftest import serve
+from tests.support.triage import serve
 
 START = T0 - 3600
 SERIES = health_series("us-east-3", CellHealth(running_per_pod=8, waiting_per_pod=2), START, 120)

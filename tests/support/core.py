@@ -1,6 +1,6 @@
 """Shared steps for the core tests: who is who, the raw incident hash, the CLI in a child process.
 
-Open an incident with ``app.declare`` (tests/harness.py); the core tests' usual one is
+Open an incident with ``app.declare`` (tests/support/harness.py); the core tests' usual one is
 ``app.declare(TITLE, sev=3, user=IC)``.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import RunningApp
+from tests.support.harness import RunningApp
 
 REPO = Path(__file__).resolve().parents[2]
 IC, OPS, BOB, CAROL = "UIC", "UOPS", "UBOB", "UCAROL"
