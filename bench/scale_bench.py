@@ -4,7 +4,7 @@
 
 For each size: a private redis-server, that many open incidents seeded straight into it through
 the incidents store API (record, roles, channel binding, pending reminder:
-tests/reliability/seed.py), then one `firebreak serve` process (the production entry point, its
+tests/support/reliability/seed.py), then one `firebreak serve` process (the production entry point, its
 scheduler loop and start-up repairs included) against a FakeSlack that runs in this process with
 the sender. Commands are sent one at a time (latency, not queueing), each Slack-signed:
 

@@ -75,9 +75,10 @@ def policy_overrides() -> dict:
 BURN = {"us-east-1": 0.2, "us-east-2": 0.001, "us-east-3": 0.001}  # 20x, 0.1x, 0.1x at a 99% SLO
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def prometheus(tmp_path_factory):
-    """A real Prometheus with TTFT history for three cells (us-east-1 burning)."""
+    """A real Prometheus with TTFT history for three cells (us-east-1 burning). One per session (per
+    xdist worker): the tests only query it, and its backfill is the slow part of starting it."""
     ensure_services_installed()
     sc = ttft_scenario(BURN, start_ts=T0 - 7200, minutes=240)  # history runs past T0 so the clock can move
     prom = PrometheusServer(tmp_path_factory.mktemp("prom"), sc)
