@@ -41,7 +41,7 @@ from bot.runtime import build_runtime
 from bot.server import start_local
 from bot.store import Keys
 from fbworld.slack import FakeSlack, SlackSender, sign, slash_command_body
-from tests.harness import SECRET, TOKEN, RunningApp
+from tests.support.harness import SECRET, TOKEN, RunningApp
 from tests.support.redis_server import RedisServer
 
 P99_RATIO, P50_RATIO, THROUGHPUT_RATIO = 1.2, 1.3, 0.8
@@ -129,7 +129,7 @@ class RemoteSlack:
 
 
 async def start_firebreak(slack: RemoteSlack, redis_url: str) -> RunningApp:
-    """As tests/harness.py does, but with the Redis client `firebreak serve` makes (bot.store.connect)."""
+    """As tests/support/harness.py does, but with the Redis client `firebreak serve` makes (bot.store.connect)."""
     settings = load_settings(
         slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.api_url, redis_url=redis_url
     )

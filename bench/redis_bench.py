@@ -5,7 +5,7 @@ three-master Cluster, in the same run, and the recovery time after a Sentinel ma
 
 - Reminders: bench/cadence_bench.py's run (real records and reminder jobs, one worker process
   running the production scheduler loop on the real clock, a fake Slack) on each topology.
-- Commands: the real app over HTTP (tests/harness.py); `/incident update` sent one after another
+- Commands: the real app over HTTP (tests/support/harness.py); `/incident update` sent one after another
   inside one incident; latency = the reply's arrival at the fake Slack's response_url minus the
   send. Each update is several scripts (intent, record, cadence, audit).
 - Failover: a master, a replica and three Sentinels (down-after 1 s, failover-timeout 3 s); one
@@ -32,7 +32,7 @@ from cadence_bench import one_run  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from bot.store import Keys, connect, write  # noqa: E402
 from fbworld.slack import FakeSlack  # noqa: E402
-from tests.harness import start_app  # noqa: E402
+from tests.support.harness import start_app  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.redis_topologies import ClusterSetup, SentinelSetup  # noqa: E402
 

@@ -4,7 +4,7 @@
 
 For each size: a private redis-server, that many open incidents seeded straight into it through
 the incidents store API (record, roles, channel binding, pending reminder:
-tests/reliability/seed.py), then one `firebreak serve` process (the production entry point, its
+tests/support/reliability/seed.py), then one `firebreak serve` process (the production entry point, its
 scheduler loop and start-up repairs included) against a FakeSlack that runs in this process with
 the sender. Commands are sent one at a time (latency, not queueing), each Slack-signed:
 
@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fbworld.slack import FakeSlack  # noqa: E402
-from tests.reliability.replicas import Replica  # noqa: E402
-from tests.reliability.seed import channel_for, seed_open  # noqa: E402
-from tests.reliability.world import close, observer  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
+from tests.support.reliability.replicas import Replica  # noqa: E402
+from tests.support.reliability.seed import channel_for, seed_open  # noqa: E402
+from tests.support.reliability.world import close, observer  # noqa: E402
 
 FLAT = 10.0  # "flat": the largest size's p50 within this factor of the smallest's
 

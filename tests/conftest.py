@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Iterator
 
@@ -10,12 +9,9 @@ import redis.asyncio as aioredis
 from bot.clock import ManualClock
 from fbworld.kube import tls
 from fbworld.slack import FakeSlack
-from tests.harness import RunningApp, start_app
+from tests.support.harness import T0, RunningApp, start_app
 from tests.support.redis_server import RedisServer
 from tests.support.redis_topologies import ClusterSetup
-
-# 2026-11-30 03:10:00 UTC: a believable 3 a.m.
-T0 = 1_796_008_200.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,11 +78,3 @@ async def app(slack: FakeSlack, redis_url: str, clock: ManualClock) -> AsyncIter
     running = await start_app(slack, redis_url, clock)
     yield running
     await running.stop()
-
-
-async def audit_entries(app: RunningApp, incident: str | None = None) -> list[dict]:
-    return [e async for e in app.services.audit.entries(incident)]
-
-
-def dump(obj: object) -> str:
-    return json.dumps(obj, indent=1, default=str)

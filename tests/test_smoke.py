@@ -1,4 +1,4 @@
-from tests.conftest import audit_entries
+from tests.support.harness import audit_entries
 
 
 async def test_declare_creates_channel_card_and_audit(app):

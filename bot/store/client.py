@@ -239,6 +239,8 @@ async def _call(o: Options, safe: bool, attempt: Callable[[], Awaitable[T]]) -> 
 
 
 class _Pipeline(Pipeline):
+    # command_stack, scripts and watching are redis-py's pipeline state, not its API: redis is capped
+    # below the next minor in pyproject.toml and tests/store/test_redis_internals.py checks them.
     fb: Options
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:

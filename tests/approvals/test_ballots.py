@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from bot.approvals.store import Ballot, Ballots
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import IncidentRepo
-from tests.conftest import T0
+from tests.support.harness import T0
 
 WINDOW = 600.0
 

@@ -6,16 +6,10 @@ import asyncio
 import re
 
 from bot.approvals.store import ballots
-from tests.approvals.conftest import buttons, text_of
-from tests.conftest import T0, audit_entries
+from tests.support.approvals import buttons, grant, text_of
+from tests.support.harness import T0, audit_entries
 
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"
-
-
-async def grant(world, scope="kueue-hold", minutes=30, user="UX") -> str:
-    out = await world.run(f"breakglass {scope} {minutes} ops lead unreachable", user=user)
-    assert out.startswith("BG-") and "It needs the IC (<@U_IC>)" in out, out
-    return out.split(" ", 1)[0]
 
 
 def card(world, bid: str) -> dict:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.approvals.conftest import text_of
-from tests.conftest import audit_entries
+from tests.support.approvals import text_of
+from tests.support.harness import audit_entries
 
 
 async def test_ic_is_told_to_take_the_role_and_nothing_is_requested(world):

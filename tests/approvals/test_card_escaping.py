@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 
 from fbworld.kube import samples
-from tests.approvals.conftest import text_of
-from tests.approvals.test_lever_approval import card, request_drain
+from tests.support.approvals import card, request_drain, text_of
 
 CRAFTED = "INC-0```\n*approved by security* <!channel> <https://evil.example|docs> & `x`"
 

@@ -8,9 +8,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from bot.approvals.commands import ApprovalSettle
 from bot.approvals.store import Ballots
 from levers.store import lever_store
-from tests.approvals.test_breakglass import grant
-from tests.approvals.test_lever_approval import request_drain
-from tests.conftest import audit_entries
+from tests.support.approvals import grant, request_drain
+from tests.support.harness import audit_entries
 
 
 async def test_a_failed_settle_is_delivered_again_and_settles(world, monkeypatch):

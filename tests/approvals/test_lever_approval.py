@@ -8,25 +8,8 @@ import re
 from fbworld.slack import block_actions_body
 from levers import executor
 from levers.store import lever_store
-from tests.approvals.conftest import buttons, text_of
-from tests.conftest import T0, audit_entries
-
-DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"
-
-
-async def request_drain(world) -> str:
-    await world.declare(ops="UOPS", comms="UCOMMS")
-    out = await world.run(DRAIN, user="UOPS")
-    m = re.search(r"REQ-\d+", out)
-    assert m, out
-    rid = m.group(0)
-    assert (await lever_store(world.svc).get(rid)).state == "pending_approval"
-    return rid
-
-
-def card(world, rid: str) -> dict:
-    [m] = [m for m in world.cards("lever.approve") if rid in text_of(m) or rid in str(m.get("edits"))]
-    return m
+from tests.support.approvals import DRAIN, buttons, card, request_drain, text_of
+from tests.support.harness import T0, audit_entries
 
 
 async def test_card_shows_the_plan_and_buttons(world):

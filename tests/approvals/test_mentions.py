@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.approvals.conftest import text_of
-from tests.core.mentions import pings
+from tests.support.approvals import text_of
+from tests.support.mentions import pings
 
 INJECT = "<!channel> <!here> <!everyone> <!subteam^S1|@x> <https://evil|click>"
 SHOWN = "&lt;!channel&gt; &lt;!here&gt; &lt;!everyone&gt; &lt;!subteam^S1|@x&gt; &lt;https://evil|click&gt;"

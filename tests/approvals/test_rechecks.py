@@ -7,8 +7,8 @@ import re
 
 from levers import executor
 from levers.store import lever_store
-from tests.approvals.conftest import buttons, text_of
-from tests.conftest import audit_entries
+from tests.support.approvals import buttons, text_of
+from tests.support.harness import audit_entries
 
 DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"
 

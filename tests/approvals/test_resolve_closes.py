@@ -7,8 +7,8 @@ import re
 from bot.approvals.jobs import EXPIRE_JOB, REAP_JOB
 from bot.approvals.store import ballots
 from levers.store import lever_store
-from tests.approvals.conftest import buttons, text_of
-from tests.conftest import audit_entries
+from tests.support.approvals import buttons, text_of
+from tests.support.harness import audit_entries
 
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.harness import RunningApp, start_app
+from tests.support.harness import RunningApp, start_app
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import json
 
 from bot.clock import hhmm
 from bot.incidents.handlers import raise_to
-from tests.comms.helpers import TITLE, button_values, escalations, reminders
-from tests.conftest import T0, audit_entries
+from tests.support.comms import TITLE, button_values, escalations, reminders
+from tests.support.harness import T0, audit_entries
 
 
 def _card(app, inc):

@@ -20,8 +20,8 @@ import pytest
 
 from bot.clock import ManualClock
 from fbworld.slack import FakeSlack
-from tests.comms.helpers import LEASE, TITLE, escalations, kill_at_post, killed_tick, reminders
-from tests.conftest import T0, audit_entries
+from tests.support.comms import LEASE, TITLE, escalations, kill_at_post, killed_tick, reminders
+from tests.support.harness import T0, audit_entries
 
 
 @pytest.fixture

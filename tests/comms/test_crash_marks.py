@@ -7,9 +7,8 @@ no dedupe "done", no scheduler ack). The next delivery must post, once.
 
 from __future__ import annotations
 
-from tests.comms.helpers import LEASE, TITLE, escalations, kill_at_post, killed_tick, reminders
-from tests.comms.test_secrets import _msg, _warnings
-from tests.conftest import T0, audit_entries
+from tests.support.comms import LEASE, TITLE, _msg, _warnings, escalations, kill_at_post, killed_tick, reminders
+from tests.support.harness import T0, audit_entries
 
 
 async def test_reminder_redelivered_after_a_crash_mid_post_is_posted_once(app, clock):

@@ -8,8 +8,8 @@ from bot.comms.public import offending
 from bot.policy import load_policy
 from levers.requests import LeverRequest
 from levers.store import lever_store
-from tests.comms.helpers import TITLE
-from tests.conftest import T0, audit_entries
+from tests.support.comms import TITLE
+from tests.support.harness import T0, audit_entries
 
 POLICY = load_policy().comms.public
 

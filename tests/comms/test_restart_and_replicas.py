@@ -17,10 +17,9 @@ from bot.incidents.commands import Update
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import repo
 from bot.runtime import build_services
-from tests.comms.helpers import TITLE, escalations, reminders
-from tests.conftest import T0, audit_entries
-from tests.core.helpers import REPO
-from tests.harness import start_app
+from tests.support.comms import TITLE, escalations, reminders
+from tests.support.core import REPO
+from tests.support.harness import T0, audit_entries, start_app
 
 
 async def test_reminder_due_while_every_process_was_down_fires_once_marked_late(slack, redis_url, clock):

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from bot.clock import ManualClock
 from bot.scheduler import Job, Scheduler
-from tests.conftest import T0
+from tests.support.harness import T0
 
 SEEN: list[tuple[str, Job]] = []
 FAIL: set[str] = set()

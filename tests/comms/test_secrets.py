@@ -6,8 +6,8 @@ import pytest
 
 from bot.comms.secrets import scan
 from bot.policy import load_policy
-from tests.comms.helpers import TITLE
-from tests.conftest import audit_entries
+from tests.support.comms import TITLE, _msg, _warnings
+from tests.support.harness import audit_entries
 
 EXTRA = load_policy().comms.secret_patterns
 SLACK_TOKEN = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"
@@ -50,14 +50,6 @@ def test_secret_kinds_are_found(text, kinds):
 )
 def test_near_misses_are_not_flagged(text):
     assert scan(text, EXTRA) == []
-
-
-def _msg(channel: str, text: str, user: str = "UPASTER", **extra) -> dict:
-    return {"type": "message", "channel": channel, "user": user, "text": text, "ts": "1796008300.000100", **extra}
-
-
-def _warnings(app, channel):
-    return [m for m in app.slack.messages(channel) if m["text"].startswith(":warning:")]
 
 
 async def test_pasted_token_is_flagged_by_kind_without_repeating_it(app):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.comms.helpers import TITLE
-from tests.conftest import audit_entries
+from tests.support.comms import TITLE
+from tests.support.harness import audit_entries
 
 HF = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"  # a policy pattern (policies/comms.yaml)
 SLACK = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"  # a built-in pattern

@@ -6,7 +6,7 @@ import json
 
 from bot.audit import entry_hash
 from bot.store import Keys
-from tests.core.helpers import IC, TITLE, jsonl, run_cli
+from tests.support.core import IC, TITLE, jsonl, run_cli
 
 
 async def _two_incidents(app) -> None:

@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 from bot.audit import AuditLog, entry_hash
 from bot.audit.chain import canonical, verify_entries
 from bot.store import Keys, connect
-from tests.core.helpers import jsonl, run_cli
 from tests.support.audit_chain import every_hundredth, extend_chain, make_entry
+from tests.support.core import jsonl, run_cli
 
 
 def cli(url: str, *args: str):

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from bot.incidents.store import repo
-from tests.conftest import audit_entries
-from tests.core.helpers import BOB, CAROL, IC, OPS, TITLE, raw_incident
+from tests.support.core import BOB, CAROL, IC, OPS, TITLE, raw_incident
+from tests.support.harness import audit_entries
 
 
 async def test_declare_opens_channel_card_and_makes_declarer_ic(app):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.core.helpers import REPO, run_cli
+from tests.support.core import REPO, run_cli
 
 SESSION = """\
 # declare, hand out a role, raise, resolve

@@ -8,8 +8,8 @@ from bot.clock import ManualClock
 from bot.console.main import LOG_PATH, open_console
 from bot.incidents.store import repo
 from bot.store import Keys
-from tests.conftest import T0
-from tests.core.helpers import run_cli
+from tests.support.core import run_cli
+from tests.support.harness import T0
 
 
 def _number(console, label: str) -> int:

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from bot.clock import ManualClock
 from bot.store import Keys
 from fbworld.slack import FakeSlack
-from tests.conftest import T0
-from tests.harness import start_app
+from tests.support.harness import T0, start_app
 
 # Words that mean something to Firebreak's grammar or to Slack's own payload encoding.
 WORDS = [

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bot.incidents.store import repo
-from tests.conftest import T0, audit_entries
-from tests.core.helpers import BOB, CAROL, IC, OPS, TITLE
+from tests.support.core import BOB, CAROL, IC, OPS, TITLE
+from tests.support.harness import T0, audit_entries
 
 
 async def _handoff(app, ch: str, role: str = "ic", to: str = CAROL, user: str = IC) -> dict:

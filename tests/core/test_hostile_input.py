@@ -28,8 +28,7 @@ from yarl import URL
 
 from bot.store import Keys
 from fbworld.slack import block_actions_body, event_body, signature, slash_command_body, view_submission_body
-from tests.conftest import audit_entries
-from tests.harness import SECRET
+from tests.support.harness import SECRET, audit_entries
 
 FORM, JSON = "application/x-www-form-urlencoded", "application/json"
 

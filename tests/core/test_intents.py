@@ -19,8 +19,8 @@ import pytest
 
 from bot.core import intents
 from bot.incidents.store import repo
-from tests.conftest import T0, audit_entries
-from tests.core.helpers import IC, OPS, TITLE
+from tests.support.core import IC, OPS, TITLE
+from tests.support.harness import T0, audit_entries
 from tests.support.killed_redis import aof_redis, kill, restart
 from tests.support.redis_server import RedisServer
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.conftest import audit_entries
-from tests.core.helpers import BOB, IC, TITLE
+from tests.support.core import BOB, IC, TITLE
+from tests.support.harness import audit_entries
 
 
 async def test_a_usage_error_in_an_incident_channel_belongs_to_that_incident(app):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.core.helpers import REPO
+from tests.support.core import REPO
 
 URL = "https://firebreak.example.com/slack/events"
 

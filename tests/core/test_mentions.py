@@ -21,10 +21,9 @@ from bot.chat import quote
 from bot.clock import ManualClock
 from bot.incidents.rules import slugify
 from fbworld.slack import FakeSlack
-from tests.conftest import T0
-from tests.core.helpers import BOB, CAROL, IC, TITLE
-from tests.core.mentions import INVISIBLE, POSTS, pings, received, texts
-from tests.harness import RunningApp, start_app
+from tests.support.core import BOB, CAROL, IC, TITLE
+from tests.support.harness import T0, RunningApp, start_app
+from tests.support.mentions import INVISIBLE, POSTS, pings, received, texts
 
 # What a hostile (or careless) person can put in a command, as Slack delivers it.
 INJECT = "<!channel> <!here> <!everyone> <!subteam^S1|@x> <https://evil|click>"

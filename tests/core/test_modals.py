@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import audit_entries
-from tests.core.helpers import BOB, IC, TITLE
+from tests.support.core import BOB, IC, TITLE
+from tests.support.harness import audit_entries
 
 # The update form on the wire (bot/slack/forms.py), spelled out: open forms already carry these.
 UPDATE_MODAL, UPDATE_BLOCK, UPDATE_INPUT = "cadence.update", "update", "text"

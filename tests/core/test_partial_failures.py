@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import T0, audit_entries
-from tests.core.helpers import IC
+from tests.support.core import IC
+from tests.support.harness import T0, audit_entries
 
 
 @pytest.mark.parametrize(

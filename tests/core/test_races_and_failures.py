@@ -10,8 +10,8 @@ import json
 from bot.comms.system import Once
 from bot.incidents.store import repo
 from bot.store import Keys
-from tests.conftest import T0, audit_entries
-from tests.core.helpers import BOB, CAROL, IC, OPS, TITLE
+from tests.support.core import BOB, CAROL, IC, OPS, TITLE
+from tests.support.harness import T0, audit_entries
 
 LEASE = 60  # the scheduler's default lease
 # The update form on the wire (bot/slack/forms.py), spelled out: open forms already carry these.

@@ -22,8 +22,7 @@ import structlog
 import bot.store.client
 from bot.store import GATE_OPEN_S
 from fbworld.slack import FakeSlack
-from tests.conftest import audit_entries
-from tests.harness import RunningApp, start_app
+from tests.support.harness import RunningApp, audit_entries, start_app
 from tests.support.redis_server import RedisServer
 from tests.support.stall_proxy import StallProxy
 

@@ -16,11 +16,9 @@ import pytest
 from bot.incidents.store import repo
 from bot.store import Keys
 from fbworld.slack import block_actions_body, event_body, sign, slash_command_body, view_submission_body
-from tests.comms.helpers import LEASE, kill_at_post
-from tests.comms.test_secrets import _msg, _warnings
-from tests.conftest import audit_entries
-from tests.core.helpers import CAROL, IC, TITLE
-from tests.harness import start_app
+from tests.support.comms import LEASE, _msg, _warnings, kill_at_post
+from tests.support.core import CAROL, IC, TITLE
+from tests.support.harness import audit_entries, start_app
 from tests.support.ports import free_port
 
 FORM, JSON = "application/x-www-form-urlencoded", "application/json"

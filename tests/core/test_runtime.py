@@ -5,8 +5,8 @@ from __future__ import annotations
 import aiohttp
 
 from bot.incidents.store import repo
-from tests.core.helpers import BOB, IC, TITLE, run_cli
-from tests.harness import start_app
+from tests.support.core import BOB, IC, TITLE, run_cli
+from tests.support.harness import start_app
 from tests.support.ports import free_port
 
 TOKENS = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "s3cret"}

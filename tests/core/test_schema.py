@@ -13,7 +13,7 @@ import pytest
 from bot import schema
 from bot.runtime import MIGRATIONS
 from bot.store import connect
-from tests.core.helpers import REPO, cli
+from tests.support.core import REPO, cli
 
 
 async def test_replicas_starting_together_migrate_once(redis_url):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from bot import redact
-from tests.core.helpers import REPO, run_cli
+from tests.support.core import REPO, run_cli
 
 SLACK = "xoxb-1234567890-abcdefghijklmnop"
 AWS = "AKIAABCDEFGHIJKLMNOP"

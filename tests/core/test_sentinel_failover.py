@@ -15,6 +15,7 @@ from bot.audit.chain import AuditLog
 from bot.clock import SystemClock
 from bot.store import Keys, connect, script, write
 from tests.support.redis_topologies import SentinelSetup
+from tests.support.wait import until
 
 # Each call appends one token to its own list: run twice, it would hold the token twice.
 _PUSH = "redis.call('RPUSH', KEYS[1], ARGV[1]); return redis.call('LLEN', KEYS[1])"
@@ -58,7 +59,7 @@ async def test_a_master_killed_mid_load_loses_nothing_answered_and_runs_nothing_
                 failed.append(exc)
 
     tasks = [asyncio.create_task(writer(n)) for n in range(8)]
-    await asyncio.sleep(1.0)
+    await until(lambda: len(done_audit) > 50, 30, "the load runs before the kill")
     before = len(done_audit)
     old = sentinel.master.port
     killed_at = time.monotonic()
@@ -68,7 +69,7 @@ async def test_a_master_killed_mid_load_loses_nothing_answered_and_runs_nothing_
     # Load goes on against the new master (slower: with its replica dead, each write waits out
     # WAIT's 500 ms and is logged store_write_unreplicated).
     at_failover = len(done_audit)
-    await asyncio.sleep(3.0)
+    await until(lambda: len(done_audit) >= at_failover + 8, 30, "the load goes on after the failover")
     stop.set()
     await asyncio.gather(*tasks)
 

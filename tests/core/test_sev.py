@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 
-from tests.conftest import audit_entries
-from tests.core.helpers import BOB, IC, TITLE, raw_incident
+from tests.support.core import BOB, IC, TITLE, raw_incident
+from tests.support.harness import audit_entries
 
 
 async def test_lowering_is_refused_with_the_reason_and_audited(app):

@@ -8,8 +8,8 @@ import aiohttp
 import pytest
 
 from fbworld.slack import SlackSender, block_actions_body, sign, slash_command_body
-from tests.conftest import audit_entries
-from tests.core.helpers import IC
+from tests.support.core import IC
+from tests.support.harness import audit_entries
 
 
 async def _snapshot(app) -> tuple[int, int]:

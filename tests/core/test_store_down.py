@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.harness import start_app
+from tests.support.harness import start_app
 from tests.support.ports import free_port
 
 # The update form on the wire (bot/slack/forms.py), spelled out: open forms already carry these.

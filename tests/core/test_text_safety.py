@@ -13,9 +13,8 @@ import pytest
 
 from bot.comms.secrets import scan
 from bot.redact import MAX_SCAN
-from tests.conftest import audit_entries, dump
-from tests.core.helpers import IC, TITLE
-from tests.harness import RunningApp
+from tests.support.core import IC, TITLE, nowhere
+from tests.support.harness import audit_entries
 
 SLACK = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"
 AWS = "AKIAQWERTYUIOPASDFGH"
@@ -29,26 +28,6 @@ def said(out: str) -> str:
         return str(json.loads(out)["text"])
     except (ValueError, KeyError, TypeError):
         return out
-
-
-async def nowhere(app: RunningApp, secret: str) -> None:
-    """``secret`` is in no call Firebreak made to Slack, no reply, no audit entry, no Redis key."""
-    assert secret not in dump([(c.method, c.args) for c in app.slack.calls]), "sent to Slack"
-    assert secret not in dump([r.body for r in app.slack.responses]), "replied"
-    assert secret not in dump(await audit_entries(app)), "audited"
-    r = app.services.redis
-    for key in await r.keys("*"):
-        kind = await r.type(key)
-        read = {
-            "string": r.get,
-            "list": lambda k: r.lrange(k, 0, -1),
-            "hash": r.hgetall,
-            "zset": lambda k: r.zrange(k, 0, -1),
-            "set": r.smembers,
-            "stream": lambda k: r.xrange(k),
-        }.get(kind)
-        if read is not None:
-            assert secret not in dump(await read(key)), key
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 from bot.chat import ChatError
 from bot.slack.gateway import UPLOAD_STEP, SlackGateway, make_client
 from fbworld.slack import UPLOAD_URL, Event, SlackEmulator
-from tests.core.helpers import IC
-from tests.harness import TOKEN
+from tests.support.core import IC
+from tests.support.harness import TOKEN
 
 POSTMORTEM = "# INC-1 postmortem\n\n## Detection gap\nFirst signal 03:10 → détection 05:15 (2h 05m)\n"
 

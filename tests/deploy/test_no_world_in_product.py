@@ -14,8 +14,7 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from tests.deploy.manifests import REPO
-from tests.deploy.test_dockerfile import instructions
+from tests.support.deploy import REPO, instructions
 
 WORLD_NAMES = re.compile(r"(^|/)(fbworld|world|demo|emulators?|fakes?)(/|\.py$|$)|emulator|fake_", re.IGNORECASE)
 # Files of the world a Dockerfile or wheel must not hold, as checkout paths (one per kind of thing).

@@ -14,7 +14,7 @@ from levers.base import Access, Ctx, Kind, Lever
 from levers.catalogue import LEVERS
 from levers.catalogue.killswitch import FLAGS_CONFIGMAP
 from levers.plan import Plan
-from tests.deploy.manifests import APPLIED, OVERLAYS, REPO, Grant, granted, needed, of_kind, rbac_diff, render
+from tests.support.deploy import APPLIED, OVERLAYS, REPO, Grant, granted, needed, of_kind, rbac_diff, render
 
 # What Firebreak never gets in any cell, whatever a lever someday asks for.
 NEVER_RESOURCES = {

@@ -16,8 +16,8 @@ from fbworld.kube.auth import request_info
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
-from tests.deploy.manifests import Grant, of_kind, render, rule_grants
-from tests.levers.helpers import MODEL, OPS, SEC, replace_hook, say
+from tests.support.deploy import Grant, of_kind, render, rule_grants
+from tests.support.levers import MODEL, OPS, SEC, replace_hook, say
 
 NS = "serve-chat"
 

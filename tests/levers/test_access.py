@@ -9,8 +9,8 @@ import pytest
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import NOBODY, OPS, SEC, patches, replace_hook, say
+from tests.support.harness import audit_entries
+from tests.support.levers import NOBODY, OPS, SEC, patches, replace_hook, say
 
 
 async def test_without_the_role_nothing_reaches_the_api(app, cells):

@@ -13,8 +13,8 @@ import pytest
 
 from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, Cells, comparable, kubectl, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, Cells, comparable, kubectl, patches, say
 
 OLD_KUEUE = {"clusterqueues.kueue.x-k8s.io": ["v1beta1"], "workloads.kueue.x-k8s.io": ["v1beta1"]}
 NO_KUEUE = {"clusterqueues.kueue.x-k8s.io": [], "workloads.kueue.x-k8s.io": []}

@@ -14,8 +14,9 @@ from aiohttp import web
 from bot.clock import hhmm
 from fbworld.kube import ApiError
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import MODEL, OPS, SEC, channel_texts, comparable, say
+from tests.support.harness import audit_entries
+from tests.support.levers import MODEL, OPS, SEC, channel_texts, comparable, patches, say
+from tests.support.wait import until
 
 CQ = r"/clusterqueues/research-h100$"
 
@@ -225,7 +226,7 @@ async def test_an_undo_that_never_lands_goes_back_to_applied_via_the_timer(app, 
     cells.east3.fail_next("PATCH", CQ, 500, message="etcd request timed out")  # and then it fails after all
     out = await say(app, "undo REQ-1", OPS, inc.channel_id)
     assert "stays being undone" in out, out
-    await asyncio.sleep(2)
+    await until(lambda: [r.status for r in patches(cells.east3)][-1:] == [500], 30, "the delayed PATCH fails")
     clock.advance(app.services.policy.levers.stuck_after_seconds + 1)
     await app.tick()
     rec = await lever_store(app.services).get("REQ-1")

@@ -12,8 +12,8 @@ import pytest
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import KUBECTL, MODEL, OPS, SEC, comparable, kubectl, patches, replace_hook, say
+from tests.support.harness import audit_entries
+from tests.support.levers import KUBECTL, MODEL, OPS, SEC, comparable, kubectl, patches, replace_hook, say
 
 
 @dataclass

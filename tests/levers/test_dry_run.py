@@ -7,8 +7,8 @@ import pytest
 
 from fbworld.kube.auth import Rule
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import MODEL, OPS, say
+from tests.support.harness import audit_entries
+from tests.support.levers import MODEL, OPS, say
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 
 from fbworld.kube import samples
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import MODEL, OPS, channel_texts, comparable, say
+from tests.support.harness import audit_entries
+from tests.support.levers import MODEL, OPS, channel_texts, comparable, say
 
 CQ_PATCH = r"/clusterqueues/research-h100$"
 

@@ -11,7 +11,7 @@ import pytest
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
-from tests.levers.helpers import MODEL, OPS, SEC, kubectl, replace_hook, say
+from tests.support.levers import MODEL, OPS, SEC, kubectl, replace_hook, say
 
 # lever -> (command, user, cell attribute, kube context)
 CASES = {

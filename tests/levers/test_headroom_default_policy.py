@@ -14,8 +14,8 @@ import yaml
 
 from fbworld.kube import samples
 from levers.store import lever_store
-from tests.conftest import T0
-from tests.levers.helpers import OPS, patches, say
+from tests.support.harness import T0
+from tests.support.levers import OPS, patches, say
 from tests.support.prometheus import (
     TTFT_METRIC,
     VLLM_TTFT_BUCKETS,

@@ -13,8 +13,8 @@ import pytest
 
 from fbworld.kube import samples
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, PROVENANCE, comparable, kubectl, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, PROVENANCE, comparable, kubectl, patches, say
 
 NS, NAME = "train-llm", "pretrain-405b"
 PULL = f"lever jobset-suspend {NS}/{NAME} --cell us-east-3"
@@ -68,8 +68,10 @@ async def test_kueue_jobset_stays_stopped_through_its_workload_and_undo_resumes(
     # One write, to the Workload; the JobSet itself is left to Kueue.
     assert [r.path for r in patches(cell)] == [f"{WORKLOADS}/{name}"]
 
-    await asyncio.sleep(3)
-    assert suspend_of(cell) is True, "the JobSet must still be stopped 3 s later, with Kueue running"
+    # Proves nothing undid the stop over a window: five more Kueue passes (it would restart it in one).
+    kueue, seen = cell.controllers["kueue"], cell.controllers["kueue"].passes
+    assert await eventually(lambda: kueue.passes >= seen + 5, seconds=30)
+    assert suspend_of(cell) is True, "the JobSet must still be stopped after Kueue's next passes"
     stopped = cell.get("workload", name, NS)
     assert stopped["spec"]["active"] is False
     assert condition(stopped, "Evicted").get("status") == "True"

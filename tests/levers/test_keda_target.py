@@ -13,9 +13,9 @@ import yaml
 
 from fbworld.kube import FakeKubeCluster, default_crd_dir, samples, write_kubeconfig
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.conftest import seed_cell
-from tests.levers.helpers import OPS, Cells, comparable, kubectl, patches, say
+from tests.support.harness import audit_entries
+from tests.support.lever_fixtures import seed_cell
+from tests.support.levers import OPS, Cells, comparable, kubectl, patches, say
 
 NS = "serve-chat"
 PAUSED = "autoscaling.keda.sh/paused-replicas"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fbworld.kube import samples
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import SEC, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import SEC, patches, say
 
 CM = ("configmap", "toolgw-flags", "toolgw")
 

@@ -18,8 +18,8 @@ from fbworld.kube import FAKE_TOKEN, FakeKubeCluster, samples
 from fbworld.kube.kubeconfig import cluster_entry
 from levers.kube import FIELD_MANAGER, Kube, KubeError
 from levers.plan import JSON_PATCH, MERGE, ApiCall
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, say
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, say
 
 PLUGIN = Path(__file__).resolve().parent / "exec_plugin.py"
 CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-h100"

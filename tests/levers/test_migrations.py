@@ -8,9 +8,9 @@ from bot import schema
 from bot.runtime import MIGRATIONS
 from bot.store import connect
 from levers.store import MOVED_KEY, lever_store
-from tests.conftest import T0, audit_entries
-from tests.core.helpers import cli
-from tests.levers.helpers import OPS, say
+from tests.support.core import cli
+from tests.support.harness import T0, audit_entries
+from tests.support.levers import OPS, say
 
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 

@@ -11,10 +11,9 @@ from bot.policy.loader import PolicyError, load_policy
 from fbworld.kube import samples
 from levers.kube import kube_for
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.harness import start_app
-from tests.levers.conftest import write_policy
-from tests.levers.helpers import MODEL, OPS, channel_texts, say
+from tests.support.harness import audit_entries, start_app
+from tests.support.lever_fixtures import write_policy
+from tests.support.levers import MODEL, OPS, channel_texts, say
 
 
 async def test_rollout_abort_unverified_says_what_it_read(app, cells):

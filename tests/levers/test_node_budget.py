@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from levers.store import lever_store
-from tests.levers.helpers import OPS, patches, say
+from tests.support.levers import OPS, patches, say
 
 
 @pytest.fixture

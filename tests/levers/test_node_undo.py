@@ -10,8 +10,8 @@ import pytest
 
 from fbworld.kube import samples
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, kubectl, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, kubectl, patches, say
 
 NODE = "gpu-a3-0001"
 OURS = {"key": "gpu.corp/quarantine", "value": "xid79", "effect": "NoSchedule"}

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from levers.kube import kube_for
-from levers.plan import ApiCall
 from levers.store import lever_store
-from tests.conftest import T0, audit_entries
-from tests.levers.helpers import MODEL, OPS, channel_texts, comparable, patches, say, start_hooks
+from tests.support.harness import T0, audit_entries
+from tests.support.levers import (
+    MODEL,
+    OPS,
+    _crashed_executing,
+    _send,
+    _stored,
+    channel_texts,
+    comparable,
+    patches,
+    say,
+    start_hooks,
+)
 
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 
@@ -18,26 +27,6 @@ HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 @pytest.fixture
 def policy_overrides() -> dict:
     return {"rollout_verify_seconds": 1, "api_timeout_seconds": 2, "stuck_after_seconds": 300}
-
-
-async def _stored(app, cells, text: str, user: str, channel: str) -> str:
-    """A lever planned and stored (dry-run state moved on as the dead process would have)."""
-    out = await say(app, text + " --dry-run", user, channel)
-    rid = out.split()[0]
-    assert rid.startswith("REQ-") and "(dry run)" in out, out
-    return rid
-
-
-async def _crashed_executing(app, rid: str, started: float) -> None:
-    assert await lever_store(app.services).transition(rid, {"planned"}, "executing", started_at=started, dry_run=False)
-
-
-async def _send(app, rid: str, calls: slice = slice(None)) -> None:
-    """What the dead process had sent before it died."""
-    rec = await lever_store(app.services).get(rid)
-    client = await kube_for(app.services).client(rec.context)
-    for call in rec.plan["calls"][calls]:
-        await client.send(ApiCall.from_dict(call))
 
 
 async def test_executing_with_nothing_landed_becomes_failed(app, cells):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fbworld.kube import write_kubeconfig
-from tests.harness import start_app
-from tests.levers.helpers import OPS, say
+from tests.support.harness import start_app
+from tests.support.levers import OPS, say
 
 
 @pytest.mark.parametrize("app_settings", [{"kubeconfig": None}], ids=["no-kubeconfig"])

@@ -11,8 +11,8 @@ import pytest
 
 from fbworld.kube import samples
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import MODEL, say
+from tests.support.harness import audit_entries
+from tests.support.levers import MODEL, say
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.kube import KubeError, kube_for
 from levers.store import lever_store
-from tests.levers.helpers import OPS, comparable, patches, replace_hook, say
+from tests.support.levers import OPS, comparable, patches, replace_hook, say
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,10 +17,19 @@ import pytest
 
 from levers.inflight import JOB
 from levers.store import lever_store
-from tests.conftest import T0, audit_entries
-from tests.levers.helpers import OPS, channel_texts, comparable, patches, say, start_hooks
-from tests.levers.test_reconcile import _crashed_executing, _send, _stored
+from tests.support.harness import T0, audit_entries
 from tests.support.killed_redis import aof_redis, kill, restart
+from tests.support.levers import (
+    OPS,
+    _crashed_executing,
+    _send,
+    _stored,
+    channel_texts,
+    comparable,
+    patches,
+    say,
+    start_hooks,
+)
 from tests.support.redis_server import RedisServer
 
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"

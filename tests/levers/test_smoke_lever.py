@@ -1,5 +1,5 @@
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, channel_texts, comparable, patches
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, channel_texts, comparable, patches
 
 
 async def test_kueue_hold_applies_verifies_and_undoes(app, cells):

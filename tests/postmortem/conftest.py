@@ -1,4 +1,4 @@
-"""Fixtures for the postmortem: the real app (tests/harness.py) on the ManualClock at T0
+"""Fixtures for the postmortem: the real app (tests/support/harness.py) on the ManualClock at T0
 (tests/conftest.py). Shared by the facts/actions tests and the document tests; append fixtures
 below, and override ``app_settings`` in a module (or a test) for prometheus_url and friends."""
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.harness import RunningApp, start_app
+from tests.support.harness import RunningApp, start_app
 
 
 @pytest.fixture

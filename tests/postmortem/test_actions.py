@@ -16,10 +16,9 @@ from bot.postmortem import actions as pm_actions
 from bot.postmortem import rules
 from bot.postmortem.store import ACTION_SEQ, actions, actions_key
 from fbworld.slack import FakeSlack
-from tests.comms.helpers import LEASE, kill_at_post, killed_tick
-from tests.conftest import T0, audit_entries
-from tests.harness import RunningApp, start_app
-from tests.telemetry.helpers import Delta, scrape
+from tests.support.comms import LEASE, kill_at_post, killed_tick
+from tests.support.harness import T0, RunningApp, audit_entries, start_app
+from tests.support.telemetry import Delta, scrape
 
 # T0 is 2026-11-30 03:10:00 UTC; the item is due three days later, reminded at 09:00 UTC that day.
 DUE = "2026-12-03"

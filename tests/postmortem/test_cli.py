@@ -1,5 +1,5 @@
 """`firebreak postmortem INC-n` and `firebreak report [--since YYYY-MM-DD]` as a person runs them:
-`python -m bot …` in a child process, on the same Redis the app wrote (tests/core/helpers.py run_cli).
+`python -m bot …` in a child process, on the same Redis the app wrote (tests/support/core.py run_cli).
 That the printed postmortem is byte for byte the file `/incident postmortem` shares is in
 test_document.py; here, what the commands print and how they fail (one line, exit 2)."""
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.core.helpers import run_cli
-from tests.postmortem.test_report import resolved_incidents
-from tests.signals.helpers import TOKEN, policy_dir
+from tests.support.core import run_cli
 from tests.support.ports import free_port
+from tests.support.postmortem import resolved_incidents
+from tests.support.signals import TOKEN, policy_dir
 
 
 @pytest.fixture

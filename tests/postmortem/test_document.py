@@ -21,10 +21,8 @@ import pytest
 
 from bot.incidents.models import Incident
 from bot.postmortem import figures as fig
-from tests.conftest import T0
-from tests.core.helpers import run_cli
-from tests.harness import RunningApp
-from tests.signals.helpers import CELL_A, ONCALL_A, TOKEN, incidents, payload, policy_dir, post, settle, wire
+from tests.support.core import run_cli
+from tests.support.harness import T0, RunningApp
 from tests.support.ports import free_port
 from tests.support.prometheus import (
     DCGM_DRIVER_VERSION,
@@ -34,6 +32,7 @@ from tests.support.prometheus import (
     Series,
     ensure_services_installed,
 )
+from tests.support.signals import CELL_A, ONCALL_A, TOKEN, incidents, payload, policy_dir, post, settle, wire
 
 GOLDEN = Path(__file__).parent / "golden"
 HOUR = 3600.0

@@ -10,8 +10,7 @@ import pytest
 
 from bot.postmortem import rules
 from bot.postmortem.store import facts, facts_key, resolved_incident_ids
-from tests.conftest import T0, audit_entries
-from tests.harness import RunningApp
+from tests.support.harness import T0, RunningApp, audit_entries
 
 # T0 is 2026-11-30 03:10:00 UTC.
 BEFORE = "2026-11-30T02:40Z"  # 30 minutes before the declaration

@@ -19,7 +19,7 @@ from bot.postmortem.impact import (
     window,
 )
 from bot.prom import Failed, Matrix, Series, Vector, Why
-from tests.conftest import T0
+from tests.support.harness import T0
 
 
 def test_the_expression_comes_url_decoded_from_prometheuss_graph_link():

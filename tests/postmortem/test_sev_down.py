@@ -10,8 +10,7 @@ import pytest
 
 from bot.incidents.store import SevLowered, repo
 from bot.postmortem.store import facts
-from tests.conftest import T0, audit_entries
-from tests.harness import RunningApp
+from tests.support.harness import T0, RunningApp, audit_entries
 
 
 async def pm_entries(app: RunningApp, inc_id: str) -> list[dict]:

@@ -23,9 +23,9 @@ from bot.config import load_settings
 from bot.core.services import Services
 from bot.prom import Failed, Vector, Why
 from bot.runtime import build_services, close
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.prometheus import CellHealth, PrometheusServer, ensure_services_installed, health_series, make_tls
-from tests.triage.conftest import serve
+from tests.support.triage import serve
 
 SERIES = health_series("us-east-3", CellHealth(running_per_pod=8, waiting_per_pod=2), T0 - 3600, 120)
 RUNNING = 'sum by (cell) (vllm:num_requests_running{cell="us-east-3"})'

@@ -11,10 +11,10 @@ from aiohttp import web
 
 from bot.prom import Failed, Matrix, Scalar, Text, Vector, Why
 from bot.prom.connect import Prometheus
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.ports import free_port
 from tests.support.prometheus import CellHealth, PrometheusServer, ensure_services_installed, health_series, make_tls
-from tests.triage.conftest import serve
+from tests.support.triage import serve
 
 START = T0 - 3600
 SERIES = health_series("us-east-3", CellHealth(running_per_pod=8, waiting_per_pod=2), START, 120)
@@ -80,7 +80,7 @@ async def test_nothing_listening_is_unreachable():
 
 async def test_a_server_that_never_answers_times_out():
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(5)
+        await reader.read()  # holds the request unanswered until the client gives up and hangs up
         writer.close()
 
     server = await asyncio.start_server(hold, "127.0.0.1", 0)

@@ -9,7 +9,7 @@ import pytest
 
 from bot.config import ConfigError, load_settings
 from bot.runtime import prometheus
-from tests.core.helpers import run_cli
+from tests.support.core import run_cli
 
 URL = "http://prometheus:9090"
 

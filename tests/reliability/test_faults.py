@@ -32,8 +32,8 @@ import pytest
 
 from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from fbworld.slack import FakeSlack
-from tests.reliability.replicas import Pair, start_pair, verified, write_policy
-from tests.reliability.world import CELL, OPS, until
+from tests.support.reliability.replicas import Pair, start_pair, verified, write_policy
+from tests.support.reliability.world import CELL, OPS, until
 
 pytestmark = pytest.mark.reliability
 

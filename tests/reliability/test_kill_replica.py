@@ -30,8 +30,8 @@ from bot.core import intents
 from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from fbworld.slack import FakeSlack
 from levers.store import lever_store
-from tests.reliability.replicas import Pair, exported, start_pair, token, verified, write_policy
-from tests.reliability.world import CELL, CQ_PATH, OPS, close, has_button, observer, text_of, until, writes
+from tests.support.reliability.replicas import Pair, exported, start_pair, token, verified, write_policy
+from tests.support.reliability.world import CELL, CQ_PATH, OPS, close, has_button, observer, text_of, until, writes
 
 pytestmark = pytest.mark.reliability
 

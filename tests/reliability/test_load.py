@@ -33,7 +33,7 @@ from bot.comms.commands import Snooze
 from bot.slack import actions
 from bot.store import Keys
 from fbworld.slack import FakeSlack
-from tests.reliability.replicas import Pair, channel_of, exported, start_pair, verified, write_policy
+from tests.support.reliability.replicas import Pair, channel_of, exported, start_pair, verified, write_policy
 
 pytestmark = pytest.mark.reliability
 

@@ -2,7 +2,7 @@
 `declare` and `changed` correctly, start up without an error, and fire no reminder early.
 
 The incidents are seeded straight into Redis through the incidents store API (record, roles,
-channel binding, pending reminder: tests/reliability/seed.py), not by 10,000 Slack round trips.
+channel binding, pending reminder: tests/support/reliability/seed.py), not by 10,000 Slack round trips.
 The latency figures at 10, 1,000 and 10,000 open incidents are a benchmark, printed side by side
 by bench/scale_bench.py (bench/README.md); this test checks answers, not speed.
 """
@@ -16,9 +16,9 @@ import pytest
 
 from bot.comms import timers
 from fbworld.slack import FakeSlack
-from tests.reliability.replicas import Pair, channel_of, start_pair, verified
-from tests.reliability.seed import CELLS, channel_for, seed_open
-from tests.reliability.world import close, observer
+from tests.support.reliability.replicas import Pair, channel_of, start_pair, verified
+from tests.support.reliability.seed import CELLS, channel_for, seed_open
+from tests.support.reliability.world import close, observer
 
 pytestmark = pytest.mark.reliability
 

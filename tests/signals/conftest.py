@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import RunningApp, start_app
-from tests.signals.helpers import TOKEN, policy_dir
+from tests.support.harness import RunningApp, start_app
 from tests.support.services import ensure_services_installed
+from tests.support.signals import TOKEN, policy_dir
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ audit log; the page still opens its incident (issue 24)."""
 from __future__ import annotations
 
 from bot.incidents.store import repo
-from tests.conftest import dump
-from tests.core.test_text_safety import nowhere
-from tests.signals.helpers import CELL_A, incidents, payload, post, settle, summaries, texts, wire
+from tests.support.core import nowhere
+from tests.support.harness import dump
+from tests.support.signals import CELL_A, incidents, payload, post, settle, summaries, texts, wire
 
 SLACK = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from tests.conftest import audit_entries
-from tests.signals.helpers import CELL_A, CELL_B, ONCALL_A, TOKEN, incidents, settle, summaries, texts
 from tests.support.alertmanager import AlertmanagerServer, alert
+from tests.support.harness import audit_entries
+from tests.support.signals import CELL_A, CELL_B, ONCALL_A, TOKEN, incidents, settle, summaries, texts
 
 
 @pytest.fixture

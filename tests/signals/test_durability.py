@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.signals.helpers import CELL_A, incidents, payload, post, settle, summaries, wire
 from tests.support.killed_redis import aof_redis, kill, restart
 from tests.support.redis_server import RedisServer
+from tests.support.signals import CELL_A, incidents, payload, post, settle, summaries, wire
 
 
 @pytest.fixture

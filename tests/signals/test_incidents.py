@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import T0, audit_entries
-from tests.harness import start_app
-from tests.signals.helpers import (
+from tests.support.harness import T0, audit_entries, start_app
+from tests.support.signals import (
     CELL_A,
     CELL_B,
     ONCALL_A,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.policy import PolicyError, load_policy
-from tests.signals.helpers import policy_dir
+from tests.support.signals import policy_dir
 
 
 def test_the_packaged_default_has_nobody_on_call():

@@ -9,10 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import audit_entries
-from tests.harness import start_app
-from tests.signals.helpers import CELL_A, TOKEN, incidents, payload, pending_jobs, post, settle, summaries, wire
-from tests.signals.helpers import policy_dir as make_policy_dir
+from tests.support.harness import audit_entries, start_app
+from tests.support.signals import CELL_A, TOKEN, incidents, payload, pending_jobs, post, settle, summaries, wire
+from tests.support.signals import policy_dir as make_policy_dir
 
 FIVE_MB = 5 * 1024 * 1024
 

@@ -135,6 +135,8 @@ class ClusterSetup:
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", str(n.dir / "nodes.conf"),
                 "--cluster-node-timeout", "2000",
+                # The bus port is port + 10000 unless given: it must be a port no one else is handed.
+                "--cluster-port", str(free_port()),
             )  # fmt: skip
             n.start()
         cli = shutil.which("redis-cli")

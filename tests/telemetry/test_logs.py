@@ -14,8 +14,8 @@ import structlog
 
 from bot import logs
 from bot.slack.lane import Lane
-from tests.harness import SECRET, TOKEN
-from tests.levers.helpers import OPS
+from tests.support.harness import SECRET, TOKEN
+from tests.support.levers import OPS
 
 SLACK = "xoxb-1234567890-abcdefghijklmnop"
 AWS = "AKIAABCDEFGHIJKLMNOP"

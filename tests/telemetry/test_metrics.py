@@ -8,9 +8,9 @@ import re
 import aiohttp
 
 from bot.approvals.jobs import EXPIRE_JOB
-from tests.conftest import T0
-from tests.levers.helpers import OPS, say
-from tests.telemetry.helpers import Delta, is_nan, scrape
+from tests.support.harness import T0
+from tests.support.levers import OPS, say
+from tests.support.telemetry import Delta, is_nan, scrape
 
 CQ = r"/clusterqueues/research-h100$"
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"

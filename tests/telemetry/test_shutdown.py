@@ -20,8 +20,8 @@ from bot.comms import timers
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import repo
 from fbworld.slack import FakeSlack, SlackSender
-from tests.core.helpers import REPO
-from tests.harness import RunningApp, start_app
+from tests.support.core import REPO
+from tests.support.harness import RunningApp, start_app
 
 SERVE_TOKEN = "xoxb-serve-process"
 SERVE_SECRET = "serve-signing-secret"

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from fbworld.kube import samples
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.prometheus import PrometheusServer, demand_series, ensure_services_installed
-from tests.triage.conftest import (
+from tests.support.triage import (
     DEGRADED,
     DRAINED,
     HEALTHY,

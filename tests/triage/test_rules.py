@@ -15,7 +15,7 @@ from bot.prom import Failed, Matrix, Sample, Scalar, Series, Text, Vector, Why
 from bot.triage import changed, rules, streams
 from bot.triage.rules import Demand, Figure, State, Trend
 from levers.requests import LeverRequest
-from tests.triage.conftest import SHIPPED
+from tests.support.triage import SHIPPED
 
 SHIFT = {"rise": 0.2, "drop": 0.5, "idle": 0.05}
 

@@ -11,8 +11,7 @@ import pytest
 
 from bot.policy import load_policy
 from bot.triage import rules
-from tests.conftest import T0
-from tests.harness import start_app
+from tests.support.harness import T0, start_app
 from tests.support.ports import free_port
 from tests.support.prometheus import (
     CellHealth,
@@ -22,7 +21,7 @@ from tests.support.prometheus import (
     health_series,
     ttft_scenario,
 )
-from tests.triage.conftest import DEGRADED, HEALTHY, SHIPPED, notes_of, policy_dir, posted, say, serve, table_of
+from tests.support.triage import DEGRADED, HEALTHY, SHIPPED, notes_of, policy_dir, posted, say, serve, table_of
 
 BLIND = "eu-west-9"  # in the incident, but no exporter of it is scraped
 START, MINUTES = T0 - 7200, 240  # history from two hours before T0 to two hours after

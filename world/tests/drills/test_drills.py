@@ -19,7 +19,7 @@ from fbworld.drills import DrillError, drills, get
 from fbworld.drills.alerts import fingerprint, payload
 from fbworld.drills.library import load
 from fbworld.drills.model import Webhook
-from tests.core.helpers import run_cli
+from tests.support.core import run_cli
 
 SPEED = 60.0  # a five-minute drill in five seconds
 HEADINGS = ("## Summary", "## Timeline", "## Detection gap", "## Trigger and root cause", "## Action items")

@@ -11,8 +11,8 @@ import pytest
 
 from bot.console.main import open_console
 from fbworld.fleet import CELLS, NODES_PER_CELL, node_name
-from tests.core.helpers import run_cli
-from tests.deploy.manifests import kubectl
+from tests.support.core import run_cli
+from tests.support.deploy import kubectl
 
 
 @pytest.fixture

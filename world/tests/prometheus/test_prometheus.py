@@ -1,4 +1,4 @@
-"""The simulated Prometheus (world/fbworld/prometheus.py) through the real protocol: started on a loopback
+"""The simulated Prometheus (bot/demo/prometheus.py) through the real protocol: started on a loopback
 port and asked by the product's own client (bot.prom), or raw HTTP where the client can't say it.
 Where it matters (label sets, error answers) its answers are checked against a real Prometheus
 backfilled with the exporters' series."""
@@ -24,7 +24,7 @@ from bot.prom.connect import Prometheus
 from bot.triage import rules, streams
 from fbworld.metrics import FIGURES, HEALTHY, FleetMetrics
 from fbworld.prometheus import NOT_SIMULATED, TOO_MANY_POINTS, DemoPrometheus, format_timestamp, format_value
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.prometheus import (
     CellHealth,
     PrometheusServer,
@@ -33,9 +33,9 @@ from tests.support.prometheus import (
     health_series,
     ttft_scenario,
 )
-from tests.triage.conftest import serve
+from tests.support.triage import serve
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 CELLS = ("us-east-1", "us-east-2", "us-east-3")
 SICK = "us-east-3"
 XID_ALERT = 'max by (cell) (DCGM_FI_DEV_XID_ERRORS{cell="us-east-3"} != 0) > 0'

@@ -1,6 +1,6 @@
 """Shared steps for the comms tests: read the channel's reminders, escalations and buttons.
 
-Open an incident with ``app.declare`` (tests/harness.py); the comms tests' usual one is
+Open an incident with ``app.declare`` (tests/support/harness.py); the comms tests' usual one is
 ``app.declare(TITLE, sev=…, cells=())`` (no cells: only the policy's patterns guard its updates).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import RunningApp
+from tests.support.harness import RunningApp
 
 TITLE = "Chat latency"
 LEASE = 60  # the scheduler's lease: a dead claimer's job is handed out again after it
@@ -59,3 +59,11 @@ def button_values(msg: dict[str, Any]) -> dict[str, str]:
             if el.get("type") == "button":
                 out[el["action_id"]] = el["value"]
     return out
+
+
+def _msg(channel: str, text: str, user: str = "UPASTER", **extra) -> dict:
+    return {"type": "message", "channel": channel, "user": user, "text": text, "ts": "1796008300.000100", **extra}
+
+
+def _warnings(app, channel):
+    return [m for m in app.slack.messages(channel) if m["text"].startswith(":warning:")]

@@ -11,7 +11,10 @@ from typing import Any, TypeVar
 
 from bot.core.registry import Hook
 from fbworld.kube import FakeKubeCluster
-from tests.harness import RunningApp
+from levers.kube import kube_for
+from levers.plan import ApiCall
+from levers.store import lever_store
+from tests.support.harness import RunningApp
 
 # Always truthy, so `if KUBECTL:` never quietly skips the kubectl reference run:
 # a missing kubectl fails in kubectl() below.
@@ -31,13 +34,13 @@ class Cells:
 
 def replace_hook(app: RunningApp, hook: Hook[F], *fns: F) -> None:
     """Make ``fns`` the only functions filling ``hook`` in this app. The registry is the app's own
-    (built per app), so nothing leaks into other tests. (Candidate for tests/harness.py.)"""
+    (built per app), so nothing leaks into other tests. (Candidate for tests/support/harness.py.)"""
     app.services.registry._hooks[hook.name] = list(fns)
 
 
 async def start_hooks(app: RunningApp) -> None:
     """Run the app's start hooks once, as a scheduler loop does when a process starts.
-    (Candidate for tests/harness.py.)"""
+    (Candidate for tests/support/harness.py.)"""
     for hook in app.services.scheduler.startup:
         await hook()
 
@@ -91,3 +94,23 @@ async def say(app: RunningApp, text: str, user: str, channel: str, timeout: floa
     if ack and "planning" not in ack.lower():
         return ack
     return await app.reply(key, timeout=timeout)
+
+
+async def _stored(app, cells, text: str, user: str, channel: str) -> str:
+    """A lever planned and stored (dry-run state moved on as the dead process would have)."""
+    out = await say(app, text + " --dry-run", user, channel)
+    rid = out.split()[0]
+    assert rid.startswith("REQ-") and "(dry run)" in out, out
+    return rid
+
+
+async def _crashed_executing(app, rid: str, started: float) -> None:
+    assert await lever_store(app.services).transition(rid, {"planned"}, "executing", started_at=started, dry_run=False)
+
+
+async def _send(app, rid: str, calls: slice = slice(None)) -> None:
+    """What the dead process had sent before it died."""
+    rec = await lever_store(app.services).get(rid)
+    client = await kube_for(app.services).client(rec.context)
+    for call in rec.plan["calls"][calls]:
+        await client.send(ApiCall.from_dict(call))

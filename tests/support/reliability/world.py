@@ -14,7 +14,7 @@ from bot.config import load_settings
 from bot.core.services import Services
 from bot.runtime import build_services
 from fbworld.kube import FakeKubeCluster
-from tests.approvals.conftest import text_of  # noqa: F401 - re-exported for the reliability tests
+from tests.support.approvals import text_of  # noqa: F401 - re-exported for the reliability tests
 
 T = TypeVar("T")
 

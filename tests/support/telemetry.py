@@ -7,7 +7,7 @@ import math
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.harness import RunningApp
+from tests.support.harness import RunningApp
 
 
 class Scrape:

@@ -28,7 +28,7 @@ import yaml
 
 from fbworld.slack import FakeSlack, SlackSender
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SECRET = "reliability-signing-secret"
 # Environment a replica must not inherit from whoever runs the tests.
 _OWN = ("SLACK_", "REDIS_", "FIREBREAK_", "LOG_", "KUBECONFIG", "PROMETHEUS_", "ALERTMANAGER_")

@@ -17,7 +17,7 @@ import aiohttp
 from bot.incidents.models import Incident
 from bot.incidents.store import repo
 from bot.store import Keys
-from tests.harness import RunningApp
+from tests.support.harness import RunningApp
 from tests.support.services import REPO_ROOT
 
 T = TypeVar("T")

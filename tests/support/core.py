@@ -1,6 +1,6 @@
 """Shared steps for the core tests: who is who, the raw incident hash, the CLI in a child process.
 
-Open an incident with ``app.declare`` (tests/harness.py); the core tests' usual one is
+Open an incident with ``app.declare`` (tests/support/harness.py); the core tests' usual one is
 ``app.declare(TITLE, sev=3, user=IC)``.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import RunningApp
+from tests.support.harness import RunningApp, audit_entries, dump
 
 REPO = Path(__file__).resolve().parents[2]
 IC, OPS, BOB, CAROL = "UIC", "UOPS", "UBOB", "UCAROL"
@@ -58,3 +58,23 @@ async def cli(redis_url: str, *args: str) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+async def nowhere(app: RunningApp, secret: str) -> None:
+    """``secret`` is in no call Firebreak made to Slack, no reply, no audit entry, no Redis key."""
+    assert secret not in dump([(c.method, c.args) for c in app.slack.calls]), "sent to Slack"
+    assert secret not in dump([r.body for r in app.slack.responses]), "replied"
+    assert secret not in dump(await audit_entries(app)), "audited"
+    r = app.services.redis
+    for key in await r.keys("*"):
+        kind = await r.type(key)
+        read = {
+            "string": r.get,
+            "list": lambda k: r.lrange(k, 0, -1),
+            "hash": r.hgetall,
+            "zset": lambda k: r.zrange(k, 0, -1),
+            "set": r.smembers,
+            "stream": lambda k: r.xrange(k),
+        }.get(kind)
+        if read is not None:
+            assert secret not in dump(await read(key)), key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from bot.slack.lane import Lane
 from bot.store import connect
 from fbworld.slack import FakeSlack, SlackSender
 
+# 2026-11-30 03:10:00 UTC: a believable 3 a.m. (the `clock` fixture starts here)
+T0 = 1_796_008_200.0
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
 
@@ -129,3 +132,11 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
     return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)
+
+
+async def audit_entries(app: RunningApp, incident: str | None = None) -> list[dict]:
+    return [e async for e in app.services.audit.entries(incident)]
+
+
+def dump(obj: object) -> str:
+    return json.dumps(obj, indent=1, default=str)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -114,3 +115,18 @@ def rbac_diff(grants: set[Grant], needs: set[Grant]) -> tuple[set[Grant], set[Gr
     """(granted but used by nothing, needed but not granted). A need limited to names is met by a grant
     of every name too, but then that grant is broader than needed: both are reported."""
     return grants - needs, needs - grants
+
+
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments), continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out

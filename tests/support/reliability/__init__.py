@@ -1,0 +1,1 @@
+"""The reliability suite's replicas, seeded incidents and observers (tests/reliability)."""
