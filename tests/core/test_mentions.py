@@ -285,6 +285,9 @@ def test_no_declared_title_reaches_slack_with_an_active_mention(redis_server):
     @given(text=HOSTILE)
     @example(text=f"GPU {INJECT} &lt;down&gt;")
     def check(text: str) -> None:
+        # A title with a control character is refused whole (tests/core/test_text_safety.py); this
+        # property is about what a title that is taken becomes, so those characters become spaces.
+        text = re.sub("[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", text)
         calls, replies = loop.run_until_complete(_send(app, f"declare {text}", "C_GENERAL"))
         assert pings(slack, calls, replies) == [], text
         assert not any(INVISIBLE.search(t) for t in received(slack, calls, methods=POSTS)), text
