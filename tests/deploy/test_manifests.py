@@ -229,10 +229,10 @@ def test_no_secret_is_embedded(path):
         assert not re.search(pattern, text), pattern
 
 
-def test_the_readme_creates_every_secret_the_deployment_references():
-    """A stranger follows README "Deploying to a cluster": every Secret and key a pod needs is created
-    there, with kubectl create secret."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_create_every_secret_the_deployment_references():
+    """A stranger follows docs/operating.md "Deploying to a cluster": every Secret and key a pod needs
+    is created there, with kubectl create secret."""
+    readme = (REPO / "docs" / "operating.md").read_text()
     section = readme.split("## Deploying to a cluster", 1)[1].split("\n## ", 1)[0]
     for path in OVERLAYS:
         refs = set()

@@ -1,5 +1,5 @@
 """/metrics, scraped over HTTP from the running app after driving it: every metric the
-PrometheusRule (deploy/) and the README name, with its labels and values."""
+PrometheusRule (deploy/) and docs/operating.md name, with its labels and values."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ CQ = r"/clusterqueues/research-h100$"
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 DRAIN = "lever kueue-hold-drain research-h100 --cell us-east-3"
 
-# The names deploy/'s PrometheusRule and the README use: all exposed from the start, even at zero.
+# The names deploy/'s PrometheusRule and docs/operating.md use: all exposed from the start, even at zero.
 NAMES = (
     "firebreak_requests_total",
     "firebreak_ack_seconds_bucket",
