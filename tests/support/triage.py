@@ -1,5 +1,5 @@
 """Fixtures for triage and what changed: a real Prometheus backfilled with exporter-shaped series
-(tests/support/prometheus.py), fake cells (bot/demo/kube), and the real app wired to both.
+(tests/support/prometheus.py), fake cells (world/fbworld/kube), and the real app wired to both.
 
 The clock is T0 (tests/conftest.py); every series, ReplicaSet, node and event is placed relative to
 it, and objects get explicit creationTimestamps (the fake stamps wall-clock time otherwise)."""

@@ -35,7 +35,7 @@ from tests.support.prometheus import (
 )
 from tests.support.triage import serve
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CELLS = ("us-east-1", "us-east-2", "us-east-3")
 SICK = "us-east-3"
 XID_ALERT = 'max by (cell) (DCGM_FI_DEV_XID_ERRORS{cell="us-east-3"} != 0) > 0'
