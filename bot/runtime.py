@@ -42,6 +42,7 @@ from bot.store import Redis, connect
 from bot.triage import capability as triage
 from levers import capability as levers
 from levers import migrations as lever_migrations
+from levers.catalogue import LEVERS
 
 # In this order: `/incident help` lists commands in the order they are registered.
 CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
@@ -85,7 +86,7 @@ def _bound(svc: Services, fn: Callable[..., Awaitable[None]]) -> Any:
 def build_services(
     settings: Settings, clock: Clock | None = None, redis: Redis | None = None, chat: Chat | None = None
 ) -> Services:
-    policy = load_policy(settings.firebreak_policy_dir)
+    policy = load_policy(settings.firebreak_policy_dir, levers=LEVERS)
     # The audit log and the logs scrub the policy's secret patterns as well as the built-in ones.
     redact.add_patterns((p.kind, p.pattern) for p in policy.comms.secret_patterns)
     r = redis if redis is not None else connect(settings.redis_url, ca_file=settings.redis_ca_file)

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from bot.chat import quote
 from bot.core.request import Command
 from bot.ids import CELL_NAME
-from bot.policy.levers import CATALOGUE
+from levers.catalogue import LEVERS
 
 _REQ = re.compile(r"^REQ-[1-9][0-9]*$", re.IGNORECASE)
 
@@ -40,10 +40,8 @@ class PullLever(Command):
     @classmethod
     def _known(cls, v: str) -> str:
         v = v.lower()
-        if v not in CATALOGUE:
-            raise ValueError(
-                f"`{quote(v[:40])}` is not a lever; levers: {', '.join(CATALOGUE)} (see `/incident levers`)"
-            )
+        if v not in LEVERS:
+            raise ValueError(f"`{quote(v[:40])}` is not a lever; levers: {', '.join(LEVERS)} (see `/incident levers`)")
         return v
 
     @field_validator("cell")

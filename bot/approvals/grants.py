@@ -21,7 +21,6 @@ from bot.clock import hhmm, iso
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.models import Incident
-from bot.policy.levers import CATALOGUE
 from levers.base import rule_of
 from levers.catalogue import LEVERS
 
@@ -36,7 +35,7 @@ async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident
             f"Break-glass lasts at most {pol.max_minutes} minutes (policy); ask again with {pol.max_minutes} or less."
         )
     try:
-        sc = scope.parse(cmd.scope, list(CATALOGUE))
+        sc = scope.parse(cmd.scope, list(LEVERS))
     except scope.ScopeError as e:
         raise Refusal(str(e)) from None
     seats = required_seats(list(pol.approvers), list(pol.sev1_approvers), inc.sev)
@@ -100,7 +99,7 @@ async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident
 
 def _ic_hint(svc: Services, sc: scope.Scope, actor: str) -> str:
     """The IC can't approve their own grant, and needs none: they can seat themselves."""
-    names = sc.levers or tuple(CATALOGUE)
+    names = sc.levers or tuple(LEVERS)
     roles = list(dict.fromkeys(r for n in names for r in rule_of(svc.policy.levers, LEVERS[n]).roles))
     other = f" (or {', '.join(roles[1:])})" if len(roles) > 1 else ""
     return (

@@ -29,6 +29,7 @@ from fbworld.drills.runner import MAX_SPEED
 from fbworld.fleet import demo_fleet, demo_unavailable
 from fbworld.kube import tls
 from fbworld.slack import SlackEmulator
+from levers.catalogue import LEVERS
 
 SCHEDULER_GRACE_S = 2.0  # at quit, how long the app's running jobs may take to finish
 BANNER = """\
@@ -219,7 +220,7 @@ async def open_console(
             out(f"No demo fleet: {missing}. Levers will answer that there is no kube config.")
         elif demo and settings.kubeconfig is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="firebreak-demo-")))
-            policy = load_policy(settings.firebreak_policy_dir)
+            policy = load_policy(settings.firebreak_policy_dir, levers=LEVERS)
             fleet = await stack.enter_async_context(demo_fleet(policy, workdir, prometheus=not settings.prometheus_url))
             update: dict[str, object] = {"kubeconfig": fleet.kubeconfig}
             if fleet.prometheus is not None:

@@ -7,6 +7,7 @@ custom directory falls back to the packaged default, and says so.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ def _packaged(name: str) -> tuple[str, str]:
     return res.read_text(encoding="utf-8"), f"<packaged>/{name}"
 
 
-def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
+def _parse(model: type[BaseModel], text: str, where: str, context: dict[str, Any]) -> BaseModel:
     try:
         data, lines = load_with_lines(text)
     except yaml.YAMLError as exc:  # its subclasses (scanner, parser, constructor errors) all mean "not YAML"
@@ -39,14 +40,16 @@ def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
         line = f":{mark.line + 1}" if mark else ""
         raise PolicyError(f"{where}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     try:
-        return model.model_validate(data if data is not None else {})
+        return model.model_validate(data if data is not None else {}, context=context)
     except ValidationError as exc:
         err = first_error(exc)
         at = line_for(lines, err.loc)
         raise PolicyError(f"{where}:{at or 1}: {err.field or '(top level)'}: {err.message}") from None
 
 
-def load_policy(policy_dir: Path | None = None) -> Policy:
+def load_policy(policy_dir: Path | None = None, levers: Collection[str] | None = None) -> Policy:
+    """``levers``: the catalogue's lever names (the composition root passes levers.catalogue.LEVERS);
+    with them, a policy naming a lever the catalogue lacks is refused at its file and line."""
     if policy_dir is None and Path("policies").is_dir() and any(Path("policies").glob("*.yaml")):
         policy_dir = Path("policies")
     if policy_dir is not None and not policy_dir.is_dir():
@@ -60,5 +63,5 @@ def load_policy(policy_dir: Path | None = None) -> Policy:
             if policy_dir is not None:
                 log.info("policy_default", section=section, file=filename)
             text, where = _packaged(filename)
-        parsed[section] = _parse(model, text, where)
+        parsed[section] = _parse(model, text, where, {"levers": list(levers) if levers is not None else None})
     return Policy(**parsed)

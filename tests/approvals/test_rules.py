@@ -7,8 +7,8 @@ import pytest
 from bot.approvals import rules, scope
 from bot.approvals.commands import Breakglass
 from bot.core.grammar import UsageError
-from bot.policy.levers import CATALOGUE
 from bot.runtime import build_registry
+from levers.catalogue import LEVERS
 
 
 def test_window_is_half_open():
@@ -38,16 +38,16 @@ def test_required_seats_grow_at_sev1_only():
     ],
 )
 def test_scope_covers(text, covers, not_covers):
-    s = scope.parse(text, list(CATALOGUE))
+    s = scope.parse(text, list(LEVERS))
     assert all(s.covers(*c) for c in covers)
     assert not any(s.covers(*c) for c in not_covers)
-    assert scope.parse(s.text(), list(CATALOGUE)) == s
+    assert scope.parse(s.text(), list(LEVERS)) == s
 
 
 @pytest.mark.parametrize("text", ["cluster-admin", "kueue-hold,iam-widen", "cell:US EAST", ",", "*"])
 def test_scope_outside_the_catalogue_is_refused_with_the_list(text):
     with pytest.raises(scope.ScopeError) as e:
-        scope.parse(text, list(CATALOGUE))
+        scope.parse(text, list(LEVERS))
     assert "kueue-hold" in str(e.value) or "cell name" in str(e.value)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from bot.policy.loader import PolicyError, load_policy
 from fbworld.kube import samples
+from levers.catalogue import LEVERS
 from levers.kube import kube_for
 from levers.store import lever_store
 from tests.support.harness import audit_entries, start_app
@@ -67,7 +68,7 @@ def test_shipped_policy_has_the_design_defaults():
 def test_bad_policy_is_refused_with_file_and_line(tmp_path, override, expect):
     d = write_policy(tmp_path, **override)
     with pytest.raises(PolicyError) as err:
-        load_policy(d)
+        load_policy(d, levers=LEVERS)
     msg = str(err.value)
     assert msg.startswith(f"{d / 'levers.yaml'}:") and expect in msg, msg
 
