@@ -38,9 +38,17 @@ def _clean(text: str) -> str:
     return str(_SLACKISH.sub(lambda _m: "[redacted]", scrub_text(text)))
 
 
+# Keys the processors set (TimeStamper, add_log_level overwrite a caller's), and for a
+# standard-library record its logger name and its message (_RedactFilter scrubbed it): not
+# scrubbed again, since each scrub is nine regex passes and this runs for every line.
+_SET_BY_PROCESSORS = frozenset({"timestamp", "level"})
+_SET_FOR_STDLIB = frozenset({"timestamp", "level", "logger", "event"})
+
+
 def _redact(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    done = _SET_FOR_STDLIB if event.get("_from_structlog") is False else _SET_BY_PROCESSORS
     for key, val in list(event.items()):
-        if key.startswith("_"):  # structlog's own bookkeeping (the stdlib record), never rendered
+        if key.startswith("_") or key in done:  # "_": structlog's bookkeeping (the record), never rendered
             continue
         if key.lower() in _SECRET_KEYS:
             event[key] = "[redacted]"

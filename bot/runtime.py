@@ -157,6 +157,6 @@ def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis |
     svc = build_services(settings, clock, redis, chat=gateway)
     lane = Lane()
     bolt = build_bolt(svc, gateway.client, settings.slack_signing_secret.get_secret_value(), lane)
-    web_app = build_web(svc, bolt)
+    web_app = build_web(svc, bolt, lane)
     web_app.on_cleanup.append(lambda _app: close(svc, lane))
     return Runtime(services=svc, bolt=bolt, web=web_app, lane=lane)

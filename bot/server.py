@@ -23,6 +23,7 @@ from bot.core.hooks import SCRAPE
 from bot.core.services import Services
 from bot.metrics import REGISTRY
 from bot.slack import inbound
+from bot.slack.lane import Lane
 from bot.store import ping
 
 log = logs.get(__name__)
@@ -74,7 +75,7 @@ async def start_local(
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-def _gate(intake: Intake) -> Middleware:
+def _gate(intake: Intake, lane: Lane | None) -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method == "POST" and intake.refusing():
@@ -83,7 +84,11 @@ def _gate(intake: Intake) -> Middleware:
         if request.path != SLACK_PATH:
             return await handler(request)
         started = time.perf_counter()
-        resp = await handler(request)
+        if lane is None:
+            resp = await handler(request)
+        else:
+            with lane.acking():  # after-ack work waits to start meanwhile (bot/slack/lane.py)
+                resp = await handler(request)
         if 200 <= resp.status < 300:  # the ack Slack waits for (refusals are not acks)
             metrics.ACK_SECONDS.observe(time.perf_counter() - started)
         return resp
@@ -102,7 +107,7 @@ async def _scrape(svc: Services) -> None:
             log.warning("metrics_refresh_failed", hook=getattr(refresh, "__name__", "?"), error=type(exc).__name__)
 
 
-def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
+def build_web(svc: Services, bolt: AsyncApp, lane: Lane | None = None) -> web.Application:
     intake = Intake()
 
     async def healthz(_: web.Request) -> web.Response:
@@ -119,7 +124,7 @@ def build_web(svc: Services, bolt: AsyncApp) -> web.Application:
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     # Slack's largest bodies (a submitted form) are a few tens of KB; larger ones get a 413.
-    app = web.Application(client_max_size=1024**2, middlewares=[_gate(intake)])
+    app = web.Application(client_max_size=1024**2, middlewares=[_gate(intake, lane)])
     app[INTAKE] = intake
     app.router.add_post(SLACK_PATH, inbound.handler(bolt))
     app.router.add_get("/healthz", healthz)

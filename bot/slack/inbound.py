@@ -72,8 +72,8 @@ def to_bolt_request(request: web.Request, inbound: Inbound | None, text: str) ->
 
 def _is_ssl_check(raw: bytes, content_type: str) -> bool:
     """Slack's `ssl_check=1` form post (no command, no payload): the only unsigned body it sends."""
-    if content_type != shapes.FORM or len(raw) > 4096:
-        return False
+    if content_type != shapes.FORM or len(raw) > 4096 or b"ssl_check=" not in raw:
+        return False  # every other request is parsed once, by shapes.parse
     try:
         fields = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
     except UnicodeDecodeError:
