@@ -7,8 +7,8 @@ import time
 from urllib.parse import urlsplit
 
 from bot.slack.lane import GIVE_WAY_S, Lane
-from tests.fakes.slack import sign, slash_command_body
-from tests.harness import SECRET, RunningApp
+from fbworld.slack import sign, slash_command_body
+from tests.support.harness import SECRET, RunningApp
 
 
 async def test_a_cancelled_or_failing_request_leaves_every_worker_running():
