@@ -26,10 +26,12 @@ async def list_levers(svc: Services, req: Request, cmd: ListLevers, inc: Inciden
     mine, others = [], []
     for name, rule in pol.levers.items():
         lever = LEVERS[name]
-        ok, grant = await authz.access(svc, inc, req.actor, name, scope_name(pol, lever, None, inc))
-        if ok:
-            via = f" · via grant {grant}" if grant else ""
+        got = await authz.access(svc, inc, req.actor, name, scope_name(pol, lever, None, inc))
+        if got.ok:
+            via = f" · via grant {got.grant}" if got.grant else ""
             mine.append(f"• `{name}` {lever.kind.kind}: {lever.summary}{_approval_note(svc, name)}{via}")
+        elif got.ineligible is not None:
+            others.append(f"{name} ({'/'.join(rule.roles)}: {got.ineligible.why})")
         else:
             others.append(f"{name} ({'/'.join(rule.roles)})")
     held = ", ".join(inc.holders(req.actor)) or "none"

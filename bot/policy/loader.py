@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot import logs
 from bot.policy.models import first_error
-from bot.policy.sections import SECTIONS, Policy
+from bot.policy.sections import SECTIONS, Policy, Source
 from bot.policy.yamlsrc import line_for, load_with_lines
 
 log = logs.get(__name__)
@@ -31,7 +31,7 @@ def _packaged(name: str) -> tuple[str, str]:
     return res.read_text(encoding="utf-8"), f"<packaged>/{name}"
 
 
-def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
+def _parse(model: type[BaseModel], text: str, where: str) -> tuple[BaseModel, Source]:
     try:
         data, lines = load_with_lines(text)
     except yaml.YAMLError as exc:  # its subclasses (scanner, parser, constructor errors) all mean "not YAML"
@@ -39,11 +39,12 @@ def _parse(model: type[BaseModel], text: str, where: str) -> BaseModel:
         line = f":{mark.line + 1}" if mark else ""
         raise PolicyError(f"{where}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     try:
-        return model.model_validate(data if data is not None else {})
+        parsed = model.model_validate(data if data is not None else {})
     except ValidationError as exc:
         err = first_error(exc)
         at = line_for(lines, err.loc)
         raise PolicyError(f"{where}:{at or 1}: {err.field or '(top level)'}: {err.message}") from None
+    return parsed, Source(where=where, lines={".".join(str(p) for p in loc): n for loc, n in lines.items()})
 
 
 def load_policy(policy_dir: Path | None = None) -> Policy:
@@ -52,6 +53,7 @@ def load_policy(policy_dir: Path | None = None) -> Policy:
     if policy_dir is not None and not policy_dir.is_dir():
         raise PolicyError(f"{policy_dir}: policy directory not found (FIREBREAK_POLICY_DIR)")
     parsed: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
     for section, (filename, model) in SECTIONS.items():
         path = policy_dir / filename if policy_dir else None
         if path is not None and path.is_file():
@@ -60,5 +62,5 @@ def load_policy(policy_dir: Path | None = None) -> Policy:
             if policy_dir is not None:
                 log.info("policy_default", section=section, file=filename)
             text, where = _packaged(filename)
-        parsed[section] = _parse(model, text, where)
-    return Policy(**parsed)
+        parsed[section], sources[section] = _parse(model, text, where)
+    return Policy(**parsed, sources=sources)
