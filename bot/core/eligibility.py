@@ -71,9 +71,10 @@ class Verdict:
 
     def refusal(self, consequence: str) -> str:
         """The full sentence: ``consequence`` says what is refused while Slack can't answer."""
+        why = self.why[:1].upper() + self.why[1:]
         if self.unanswered:
-            return f"{self.why}; {consequence} until it answers; nothing changed."
-        return f"{self.why}; nothing changed."
+            return f"{why}; {consequence} until it answers; nothing changed."
+        return f"{why}; nothing changed."
 
     def audit(self) -> dict[str, object]:
         return {

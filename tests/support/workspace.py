@@ -17,7 +17,7 @@ OUTSIDER = "U0OUTSIDER"  # a workspace member in no group: eligible for comms an
 # tests' IC, the people handed the IC seat).
 _IC = ["U_IC", "UIC", "UCAROL", "UBOB", "UNEW", "U_NEW"]
 # The Ops leads and the people the tests seat as Ops (the IC often seats themselves).
-_OPS = ["U0OPS", "UOPS", "U_OPS", "UCAROL", "UBOB", "U_IC", "UIC"]
+_OPS = ["U0OPS", "UOPS", "U_OPS", "UOTHER", "UCAROL", "UBOB", "U_IC", "UIC"]
 
 GROUPS: dict[str, list[str]] = {
     "ml-ic": _IC,
