@@ -19,9 +19,9 @@ from bot.config import load_settings
 from bot.console import LOG_PATH
 from bot.console.drill import DrillSession
 from bot.console.people import DEMO_GROUPS, Directory
-from bot.core.eligibility import check_policy_groups
 from bot.console.session import Console
 from bot.console.signed import Sender
+from bot.core.eligibility import check_policy_groups
 from bot.policy import load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local

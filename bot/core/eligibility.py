@@ -297,7 +297,9 @@ def on_call(oncall: OncallPolicy, cells: Sequence[str]) -> set[str]:
 
 def _make(svc: Services) -> Eligibility:
     s = svc.settings
-    return Eligibility(svc.chat, svc.policy, svc.clock, s.firebreak_group_cache_seconds, s.firebreak_group_lookup_timeout)
+    return Eligibility(
+        svc.chat, svc.policy, svc.clock, s.firebreak_group_cache_seconds, s.firebreak_group_lookup_timeout
+    )
 
 
 def eligibility(svc: Services) -> Eligibility:

@@ -43,12 +43,10 @@ def is_group(entry: str) -> bool:
 def _entry(v: str) -> str:
     if v in (ANYONE, ONCALL) or _HANDLE.match(v) or _GROUP_ID.match(v) or _USER_ID.match(v):
         return v
-    if _HANDLE.match("@" + v.lower()):
-        hint = f'; a user group is written with its @ and quoted: "@{v.lower()}"'
-    else:
-        hint = ""
+    bare = _HANDLE.match("@" + v.lower())
+    hint = f'; a user group is written with its @ and quoted: "@{v.lower()}"' if bare else ""
     raise ValueError(
-        f"{v!r} is not a seat entry: a user group handle (\"@ml-oncall\"), a group id (S0123ABCD), "
+        f'{v!r} is not a seat entry: a user group handle ("@ml-oncall"), a group id (S0123ABCD), '
         f"a user id (U0123ABCD), oncall or anyone{hint}"
     )
 
@@ -88,6 +86,4 @@ class RolesPolicy(Strict):
 
     def groups(self) -> list[tuple[str, int, str]]:
         """Every group entry: (seat, its index in the seat's list, the entry)."""
-        return [
-            (seat, i, e) for seat in type(self).model_fields for i, e in enumerate(self.of(seat)) if is_group(e)
-        ]
+        return [(seat, i, e) for seat in type(self).model_fields for i, e in enumerate(self.of(seat)) if is_group(e)]

@@ -28,9 +28,8 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from collections.abc import Iterable
 from typing import Any, Self
 
 from aiohttp import BodyPartReader, web
