@@ -103,6 +103,10 @@ class Eligibility:
     _failed: dict[str, _Entry] = field(default_factory=dict)  # "list" or a group id -> the error
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        # Short: it sits in Services (in every traceback's locals), and the policy is there already.
+        return f"Eligibility(ttl={self.ttl}, timeout={self.timeout}, groups_cached={len(self._members)})"
+
     # the answers -------------------------------------------------------------------------
     async def check(self, user: str, seat: str, cells: Sequence[str]) -> Verdict:
         return (await self.check_seats(user, [seat], cells))[seat]
