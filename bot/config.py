@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     firebreak_stakeholder_channel: str | None = None
     firebreak_security_channel: str | None = None
     firebreak_scheduler_tick: float = Field(default=0.5, gt=0)
+    # Slack user group membership (the seats' eligibility, DESIGN §11) is kept this long per process
+    # (each replica its own copy): a member removed in Slack loses the seat's power within it.
+    firebreak_group_cache_seconds: float = Field(default=300.0, gt=0, le=300)
+    # How long one eligibility check waits for Slack before failing closed: well inside the 3 s
+    # people expect an answer in, with room for the rest of the request.
+    firebreak_group_lookup_timeout: float = Field(default=1.5, gt=0, le=2.5)
     # SIGTERM to exit (bot/serve.py): under Kubernetes' default terminationGracePeriodSeconds (30).
     firebreak_shutdown_grace: float = Field(default=25.0, gt=0)
     # After SIGTERM, how long requests still arriving are taken (while the pod leaves the Service's

@@ -28,7 +28,8 @@ from redis.exceptions import RedisError
 
 from bot import logs, schema
 from bot.config import Settings
-from bot.runtime import MIGRATIONS, Runtime, build_runtime
+from bot.core.eligibility import check_policy_groups
+from bot.runtime import MIGRATIONS, Runtime, build_runtime, close
 from bot.server import INTAKE, start_local
 
 log = logs.get(__name__)
@@ -39,6 +40,13 @@ HTTP_SHUTDOWN_S = 2.0  # at cleanup, how long an HTTP request still being answer
 
 async def serve(settings: Settings, host: str, port: int) -> None:
     rt = build_runtime(settings)
+    try:
+        # A user group roles.yaml names that Slack doesn't know: refused now, with its file and line.
+        await check_policy_groups(rt.services)
+    except BaseException:
+        await close(rt.services)
+        await rt.services.redis.aclose()
+        raise
     # Everything built so far (modules, models, policy) lives as long as the process: keep it
     # out of the cyclic collector's full passes, whose pauses otherwise land in the ack path.
     gc.freeze()

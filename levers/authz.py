@@ -8,7 +8,9 @@ is kept in the request's context for the handler, so access is decided once.
 from __future__ import annotations
 
 from contextvars import ContextVar
+from typing import NamedTuple
 
+from bot.core.eligibility import Verdict, eligibility
 from bot.core.request import IncidentView, Request
 from bot.core.services import Services
 from bot.policy.roles import seated, self_seat_hint, title
@@ -19,6 +21,16 @@ from levers.commands import PullLever, Undo
 from levers.requests import LeverRequest
 from levers.scope import scope_name
 from levers.store import lever_store
+
+# What levers and approvals can't do while Slack can't say who is eligible.
+POWER_BLOCKED = "levers and approvals are refused"
+
+
+class Access(NamedTuple):
+    ok: bool
+    grant: str | None = None  # the break-glass grant that allowed it (None: the user's own role)
+    ineligible: Verdict | None = None  # holds a lever role, but is not eligible for it now
+
 
 # (request id, grant id or None): set by the rule that allowed the request, read by its handler.
 # Rule and handler run in one task (bot.core.dispatch), so they share this context.
@@ -36,26 +48,41 @@ def allowed_grant(req: Request) -> str | None:
 async def _decide(
     svc: Services, req: Request, inc: IncidentView | None, lever: str, cell: str, verb: str
 ) -> str | None:
-    ok, grant = await access(svc, inc, req.actor, lever, cell)
-    if not ok:
+    got = await access(svc, inc, req.actor, lever, cell)
+    done = "pulled" if verb == "pull" else "undone"
+    if got.ineligible is not None:
+        return f"Not {done}: {got.ineligible.refusal(POWER_BLOCKED)}"
+    if not got.ok:
         # A refusal says what did not happen: nothing reached the API server.
-        return f"Not {'pulled' if verb == 'pull' else 'undone'}, nothing changed: " + _denial(
-            svc, inc, req.actor, lever, verb
-        )
-    _ALLOWED.set((req.id, grant))
+        return f"Not {done}, nothing changed: " + _denial(svc, inc, req.actor, lever, verb)
+    _ALLOWED.set((req.id, got.grant))
     return None
 
 
-async def access(svc: Services, inc: IncidentView | None, user: str, lever: str, cell: str) -> tuple[bool, str | None]:
-    """(allowed, grant id): allowed by a role the user holds here, else by an active grant."""
-    roles = set(rule_of(svc.policy.levers, LEVERS[lever]).roles)
-    if inc is not None and roles & set(inc.holders(user)):
-        return True, None
+async def _eligible_role(svc: Services, inc: IncidentView, user: str, roles: list[str]) -> Verdict | None:
+    """None when ``user`` is eligible (roles.yaml) for one of the lever ``roles`` they hold here,
+    else the verdict to refuse with (not eligible, or Slack didn't say); checked at every pull."""
+    held = [r for r in roles if r in inc.holders(user)]
+    verdicts = await eligibility(svc).check_seats(user, held, inc.cells)
+    if any(v.ok for v in verdicts.values()):
+        return None
+    # Slack's silence first: the fix is to wait, not to join a group the user may be in already.
+    return next((v for v in verdicts.values() if v.unanswered), None) or verdicts[held[0]]
+
+
+async def access(svc: Services, inc: IncidentView | None, user: str, lever: str, cell: str) -> Access:
+    """Allowed by a role the user holds here and is eligible for, else by an active grant."""
+    roles = rule_of(svc.policy.levers, LEVERS[lever]).roles
+    ineligible = None
+    if inc is not None and set(roles) & set(inc.holders(user)):
+        ineligible = await _eligible_role(svc, inc, user, roles)
+        if ineligible is None:
+            return Access(True)
     for provider in svc.registry.hooked(hooks.GRANT_PROVIDERS):
         grant = await provider(svc, inc, user, lever, cell)
         if grant:
-            return True, grant
-    return False, None
+            return Access(True, grant)
+    return Access(False, ineligible=ineligible)
 
 
 def _denial(svc: Services, inc: IncidentView | None, user: str, lever: str, verb: str) -> str:
@@ -84,8 +111,11 @@ async def still_allowed(svc: Services, rec: LeverRequest) -> str | None:
     """
     inc = await svc.incidents.get(rec.incident)
     roles = rule_of(svc.policy.levers, LEVERS[rec.lever]).roles
+    ineligible = None
     if inc is not None and set(roles) & set(inc.holders(rec.requester)):
-        return None
+        ineligible = await _eligible_role(svc, inc, rec.requester, roles)
+        if ineligible is None:
+            return None
     if rec.grant_id:
         for check in svc.registry.hooked(hooks.GRANT_ACTIVE):
             if await check(svc, inc, rec.grant_id, rec.requester, rec.lever, rec.cell):
@@ -94,6 +124,8 @@ async def still_allowed(svc: Services, rec: LeverRequest) -> str | None:
             f"break-glass grant {rec.grant_id} ended (revoked or expired) before it ran, and "
             f"<@{rec.requester}> does not hold {' or '.join(roles)}"
         )
+    if ineligible is not None:
+        return ineligible.why + (f"; {POWER_BLOCKED} until it answers" if ineligible.unanswered else "")
     return f"requester <@{rec.requester}> no longer holds {' or '.join(roles)} in {rec.incident}"
 
 

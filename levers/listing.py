@@ -29,10 +29,12 @@ async def list_levers(svc: Services, req: Request, cmd: ListLevers, inc: Inciden
     for name in [*pol.levers, *(n for n in LEVERS if n not in pol.levers)]:
         lever = LEVERS[name]
         rule = rule_of(pol, lever)
-        ok, grant = await authz.access(svc, inc, req.actor, name, scope_name(pol, lever, None, inc))
-        if ok:
-            via = f" · via grant {grant}" if grant else ""
+        got = await authz.access(svc, inc, req.actor, name, scope_name(pol, lever, None, inc))
+        if got.ok:
+            via = f" · via grant {got.grant}" if got.grant else ""
             mine.append(f"• `{name}` {lever.kind.kind}: {lever.summary}{_approval_note(svc, name)}{via}")
+        elif got.ineligible is not None:
+            others.append(f"{name} ({'/'.join(rule.roles)}: {got.ineligible.why})")
         else:
             others.append(f"{name} ({'/'.join(rule.roles)})")
     held = ", ".join(inc.holders(req.actor)) or "none"

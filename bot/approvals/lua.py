@@ -16,7 +16,8 @@ redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 """
 
-# KEYS: ballot, votes, roles, incident. ARGV: voter, now, 'approve'|'deny'.
+# KEYS: ballot, votes, roles, incident. ARGV: voter, now, 'approve'|'deny', and the seats the voter
+# is eligible for (json; "" for any): a held seat not among them is not the voter's to fill.
 # -> {code, a, b}:
 #   missing | decided(state) | expired (this call expired it) | self | voted
 #   | norole(required seats json) | filled(seat, by) | recorded(seat, missing seats json)
@@ -41,10 +42,15 @@ if tonumber(redis.call('HGET', KEYS[4], 'sev')) == 1 then
     if not dup then table.insert(seats, s) end
   end
 end
+local allowed = nil
+if ARGV[4] and ARGV[4] ~= '' then
+  allowed = {}
+  for _, s in ipairs(cjson.decode(ARGV[4])) do allowed[s] = true end
+end
 local held = {}
 for _, s in ipairs(seats) do
   local h = redis.call('HGET', KEYS[3], s)
-  if h and cjson.decode(h).user == voter then table.insert(held, s) end
+  if h and cjson.decode(h).user == voter and (allowed == nil or allowed[s]) then table.insert(held, s) end
 end
 if #held == 0 then return {'norole', cjson.encode(seats), ''} end
 if choice == 'deny' then

@@ -173,10 +173,14 @@ class Ballots:
             rows = await p.execute()
         return [Ballot.decode(_strs(r)) for r in rows if r]
 
-    async def vote(self, inc: str, bid: str, voter: str, choice: str, now: float) -> Vote:
+    async def vote(
+        self, inc: str, bid: str, voter: str, choice: str, now: float, eligible: list[str] | None = None
+    ) -> Vote:
+        """``eligible``: the only seats the voter may fill (their eligibility, checked just before);
+        None: any seat they hold."""
         code, a, b = await self._vote(
             keys=[ballot_key(inc, bid), votes_key(inc, bid), Keys.roles(inc), Keys.incident(inc)],
-            args=[voter, now, choice],
+            args=[voter, now, choice, json.dumps(eligible) if eligible is not None else ""],
         )
         return Vote(VoteCode(_text(code)), _text(a), _text(b))
 

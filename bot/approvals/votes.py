@@ -14,6 +14,7 @@ from bot.approvals.jobs import EXPIRE_JOB
 from bot.approvals.rules import details, required_seats, seat_title, seats_text
 from bot.approvals.store import Ballot, Expired, Vote, VoteCode, ballots
 from bot.clock import hhmm
+from bot.core.eligibility import eligibility
 from bot.core.request import Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.models import Incident
@@ -43,10 +44,38 @@ async def _expire_now(svc: Services, b: Ballot) -> None:
         await notify.edit_card(svc, b, views.decision_line(b))
 
 
+# What approvals can't do while Slack can't say who is eligible.
+POWER_BLOCKED = "levers and approvals are refused"
+
+
+async def _eligible_seats(svc: Services, req: Request, inc: Incident, bid: str) -> list[str] | None:
+    """The seats of ballot ``bid`` the voter holds and is eligible for now (roles.yaml), which the
+    vote may fill; refuses when they hold some but are eligible for none. None: nothing to check
+    here (not pending, the requester, or no seat held), and the vote script says what is wrong."""
+    b = await ballots(svc).get(inc.id, bid)
+    if b is None or b.state != "pending" or b.requester == req.actor or svc.clock.now() >= b.expires_at:
+        return None
+    held = [s for s in required_seats(b.seats, b.sev1_seats, inc.sev) if inc.holder(s) == req.actor]
+    if not held:
+        return None
+    verdicts = await eligibility(svc).check_seats(req.actor, held, inc.cells)
+    ok = [s for s, v in verdicts.items() if v.ok]
+    if not ok:
+        v = next((v for v in verdicts.values() if v.unanswered), None) or verdicts[held[0]]
+        what = "approve" if b.kind == "lever" else "grant"
+        raise Refusal(
+            f"You hold {seats_text(held)} of {inc.id} but can't {what} as it: {v.refusal(POWER_BLOCKED)}",
+            **details(b),
+            **v.audit(),
+        )
+    return ok
+
+
 async def _vote(svc: Services, req: Request, inc: Incident, bid: str, choice: str) -> tuple[Vote, Ballot]:
     """Cast the vote; refuse (nothing changed) unless it was recorded or decided the ballot."""
     store = ballots(svc)
-    v = await store.vote(inc.id, bid, req.actor, choice, svc.clock.now())
+    eligible = await _eligible_seats(svc, req, inc, bid)
+    v = await store.vote(inc.id, bid, req.actor, choice, svc.clock.now(), eligible)
     b = await store.get(inc.id, bid)
     base = {"request": bid, "vote": choice, "code": v.code.value}
     if v.code is VoteCode.MISSING or b is None:

@@ -5,7 +5,7 @@ Slack surface (bot/slack) is one implementation and the only place Block Kit,
 action ids and modal wiring exist.
 """
 
-from bot.chat.port import Chat, ChatError
+from bot.chat.port import Chat, ChatError, UserGroup
 from bot.chat.text import quote, unescape, visible
 from bot.chat.views import (
     Button,
@@ -37,6 +37,7 @@ __all__ = [
     "Press",
     "Section",
     "TextField",
+    "UserGroup",
     "quote",
     "unescape",
     "visible",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.chat.views import Card, Form
@@ -15,6 +16,15 @@ class ChatError(Exception):
         super().__init__(f"{method}: {error}")
         self.method = method
         self.error = error
+
+
+@dataclass(frozen=True)
+class UserGroup:
+    """A user group of the workspace (``@ml-oncall``): its id, handle, and whether it is disabled."""
+
+    id: str
+    handle: str
+    disabled: bool = False
 
 
 class Chat(Protocol):
@@ -69,6 +79,15 @@ class Chat(Protocol):
 
     async def open_form(self, trigger: str, form: Form) -> None:
         """Open ``form`` for the person whose action carried ``trigger``."""
+        ...
+
+    async def user_groups(self) -> list[UserGroup]:
+        """Every user group of the workspace, disabled ones included. A timeout or an unreachable
+        platform is ChatError too (error ``timeout`` / ``unreachable``)."""
+        ...
+
+    async def group_members(self, group_id: str) -> list[str]:
+        """The user ids in the group ``group_id`` (ChatError ``no_such_subteam`` if there is none)."""
         ...
 
     async def close(self) -> None: ...

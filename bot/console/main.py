@@ -18,9 +18,10 @@ from bot.clock import Clock
 from bot.config import load_settings
 from bot.console import LOG_PATH
 from bot.console.drill import DrillSession
-from bot.console.people import Directory
+from bot.console.people import DEMO_GROUPS, Directory
 from bot.console.session import Console
 from bot.console.signed import Sender
+from bot.core.eligibility import check_policy_groups
 from bot.policy import load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local
@@ -210,6 +211,8 @@ async def open_console(
             names=people.name,
             id_tag=secrets.token_hex(2).upper(),
         )
+        for handle, names in DEMO_GROUPS.items():
+            emulator.add_usergroup(handle, [uid for n in names if (uid := people.resolve(n))])
         await emulator.start()
         stack.push_async_callback(emulator.stop)
         settings = load_settings(
@@ -231,6 +234,8 @@ async def open_console(
             settings = settings.model_copy(update={"alertmanager_token": SecretStr(secrets.token_urlsafe(24))})
         rt = build_runtime(settings, clock)
         stack.push_async_callback(rt.services.redis.aclose)
+        stack.push_async_callback(rt.services.chat.close)
+        await check_policy_groups(rt.services)  # as `serve` does: a group roles.yaml names must exist
         runner, port = await start_local(rt.web, access_log=False)
         stack.push_async_callback(runner.cleanup)
         sender = Sender(f"http://127.0.0.1:{port}/slack/events", secret)

@@ -12,6 +12,17 @@ _MENTION = re.compile(r"(?<![<\w@])@([A-Za-z0-9][A-Za-z0-9._-]{0,20})")
 
 _SPELLED = re.compile(r"<@([UW][A-Z0-9]{1,20})\|([^>]+)>")
 
+# The demo workspace's user groups (the packaged policies/roles.yaml names them), so every seat can
+# be filled with no setup. `you` (the console's default user) is in all of them; @mallory in none,
+# to see a refusal: `/incident role ops @mallory`.
+DEMO_GROUPS: dict[str, tuple[str, ...]] = {
+    "ml-ic": ("you", "alice", "carol", "erin"),
+    "ml-oncall": ("you", "alice", "bob", "erin"),
+    "ml-model-owners": ("you", "carol", "dave"),
+    "ml-capacity": ("you", "bob", "dave"),
+    "ml-security": ("you", "carol"),
+}
+
 
 class Directory:
     def __init__(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.chat import ChatError
+from bot.core.eligibility import eligibility
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents import views
@@ -30,11 +31,24 @@ async def role_rule(svc: Services, req: Request, inc: IncidentView | None) -> st
     return f"Only the IC can run `role` in {inc.id} ({seated(inc, ['ic'])})."
 
 
+# What a seat with power can't be given while Slack can't say who is eligible.
+SEATING_BLOCKED = "seats with power can't be given"
+
+
+async def must_be_eligible(svc: Services, inc: Incident, user: str, seat: str) -> None:
+    """Refuse (naming the group to join, or saying Slack didn't answer) unless ``user`` may hold ``seat``."""
+    v = await eligibility(svc).check(user, seat, inc.cells)
+    if not v.ok:
+        raise Refusal(v.refusal(SEATING_BLOCKED), **v.audit())
+
+
 async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome:
     if cmd.role == "ic" and inc.holder("ic") is None and cmd.user == req.actor:
         return await _take_empty_ic(svc, req, inc)
     if cmd.role == "ic":
         raise Refusal("The IC changes by explicit handoff: `/incident handoff ic @user`.")
+    if inc.holder(cmd.role) != cmd.user:
+        await must_be_eligible(svc, inc, cmd.user, cmd.role)
     changed = await repo(svc).set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
     seat = ROLE_TITLES[cmd.role]
     if not changed:
@@ -59,7 +73,8 @@ async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome
 
 
 async def _take_empty_ic(svc: Services, req: Request, inc: Incident) -> Outcome:
-    """Anyone may sit in an empty IC seat; the first to ask gets it (Lua: only while empty)."""
+    """Anyone IC-eligible may sit in an empty IC seat; the first to ask gets it (Lua: only while empty)."""
+    await must_be_eligible(svc, inc, req.actor, "ic")
     got = await repo(svc).take_seat(inc.id, "ic", req.actor, svc.clock.now())
     if got.code is SeatTaken.HELD:
         raise Refusal(
@@ -128,6 +143,7 @@ async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> O
         )
     if not inc.channel_id:
         raise Refusal(f"{inc.id} has no channel to post the handoff in.")
+    await must_be_eligible(svc, inc, cmd.user, cmd.role)
     now = svc.clock.now()
     h = await store.create_handoff(
         HandoffRecord(
@@ -198,6 +214,10 @@ _CLOSED = {
 
 async def accept(svc: Services, req: Request, cmd: Accept, inc: Incident) -> Outcome:
     store = repo(svc)
+    pending = await store.get_handoff(inc.id, cmd.handoff)
+    if pending is not None and pending.to_user == req.actor and pending.status == "pending":
+        # Checked again at the press: the receiver may have left the seat's group since the handoff.
+        await must_be_eligible(svc, inc, req.actor, pending.role)
     now = svc.clock.now()
     change = await store.accept_handoff(inc.id, cmd.handoff, req.actor, now)
     h = await store.get_handoff(inc.id, cmd.handoff)

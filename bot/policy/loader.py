@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot import logs
 from bot.policy.models import first_error
-from bot.policy.sections import SECTIONS, Policy
+from bot.policy.sections import SECTIONS, Policy, Source
 from bot.policy.yamlsrc import line_for, load_with_lines
 
 log = logs.get(__name__)
@@ -32,7 +32,7 @@ def _packaged(name: str) -> tuple[str, str]:
     return res.read_text(encoding="utf-8"), f"<packaged>/{name}"
 
 
-def _parse(model: type[BaseModel], text: str, where: str, context: dict[str, Any]) -> BaseModel:
+def _parse(model: type[BaseModel], text: str, where: str, context: dict[str, Any]) -> tuple[BaseModel, Source]:
     try:
         data, lines = load_with_lines(text)
     except yaml.YAMLError as exc:  # its subclasses (scanner, parser, constructor errors) all mean "not YAML"
@@ -40,11 +40,12 @@ def _parse(model: type[BaseModel], text: str, where: str, context: dict[str, Any
         line = f":{mark.line + 1}" if mark else ""
         raise PolicyError(f"{where}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     try:
-        return model.model_validate(data if data is not None else {}, context=context)
+        parsed = model.model_validate(data if data is not None else {}, context=context)
     except ValidationError as exc:
         err = first_error(exc)
         at = line_for(lines, err.loc)
         raise PolicyError(f"{where}:{at or 1}: {err.field or '(top level)'}: {err.message}") from None
+    return parsed, Source(where=where, lines={".".join(str(p) for p in loc): n for loc, n in lines.items()})
 
 
 def load_policy(policy_dir: Path | None = None, levers: Collection[str] | None = None) -> Policy:
@@ -55,6 +56,7 @@ def load_policy(policy_dir: Path | None = None, levers: Collection[str] | None =
     if policy_dir is not None and not policy_dir.is_dir():
         raise PolicyError(f"{policy_dir}: policy directory not found (FIREBREAK_POLICY_DIR)")
     parsed: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
     for section, (filename, model) in SECTIONS.items():
         path = policy_dir / filename if policy_dir else None
         if path is not None and path.is_file():
@@ -63,5 +65,6 @@ def load_policy(policy_dir: Path | None = None, levers: Collection[str] | None =
             if policy_dir is not None:
                 log.info("policy_default", section=section, file=filename)
             text, where = _packaged(filename)
-        parsed[section] = _parse(model, text, where, {"levers": list(levers) if levers is not None else None})
-    return Policy(**parsed)
+        context = {"levers": list(levers) if levers is not None else None}
+        parsed[section], sources[section] = _parse(model, text, where, context)
+    return Policy(**parsed, sources=sources)

@@ -1,8 +1,8 @@
 """The on-call policy section (policies/oncall.yaml): who is IC of an incident an alert opens.
 
 A cell's on-call is a Slack user id; a cell not listed gets ``default``. Nobody (no entry and
-no default, or an entry set to null) leaves the IC seat empty: anyone in the incident channel
-may take it with `/incident role ic <@self>`.
+no default, or an entry set to null) leaves the IC seat empty: anyone IC-eligible
+(policies/roles.yaml) may take it with `/incident role ic <@self>`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import logs, metrics
-from bot.chat import Card, ChatError, Form
+from bot.chat import Card, ChatError, Form, UserGroup
 from bot.slack import render
 
 log = logs.get(__name__)
@@ -258,6 +258,28 @@ class SlackGateway:
             raise ChatError(UPLOAD_STEP, f"http_{status.group(1)}" if status else "upload_failed") from None
         file = resp.get("file") or {}
         return str(file.get("id", ""))
+
+    async def _read(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        """A read whose caller must get an answer or a ChatError, never a transport exception: the
+        eligibility check fails closed on any of them and says which."""
+        try:
+            return await self._call(method, **kwargs)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ChatError(method, _failure_code(exc)) from None
+
+    async def user_groups(self) -> list[UserGroup]:
+        """usergroups.list (scope usergroups:read) with the disabled groups (date_delete set), so a
+        refusal can tell "disabled" from "doesn't exist"; members are read per group, on demand."""
+        data = await self._read("usergroups.list", params={"include_disabled": "true"})
+        return [
+            UserGroup(id=str(g["id"]), handle=str(g.get("handle") or ""), disabled=bool(g.get("date_delete")))
+            for g in data.get("usergroups") or []
+            if isinstance(g, dict) and g.get("id")
+        ]
+
+    async def group_members(self, group_id: str) -> list[str]:
+        data = await self._read("usergroups.users.list", params={"usergroup": group_id})
+        return [str(u) for u in data.get("users") or []]
 
     async def open_form(self, trigger: str, form: Form) -> None:
         await self._call("views.open", json={"trigger_id": trigger, "view": render.view(form)})

@@ -25,6 +25,7 @@ def test_manifest_declares_command_interactivity_events_and_scopes():
         "pins:write",
         "commands",
         "users:read",
+        "usergroups:read",
     }
     assert m["settings"]["socket_mode_enabled"] is False
     assert len(m["display_information"]["description"]) <= 140  # Slack's limit for the short description

@@ -24,6 +24,7 @@ from tests.support.signals import (
     summaries,
     wire,
 )
+from tests.support.workspace import GROUPS, OUTSIDER
 
 CELLS = ("us-east-1", "us-east-2", "us-east-3")
 
@@ -224,3 +225,31 @@ async def test_with_nobody_on_call_anyone_may_take_the_empty_ic_seat(open_seat_a
     assert "is now Ops lead" in out
     [entry] = [e for e in await audit_entries(app, inc.id) if e["detail"].get("empty_seat")]
     assert entry["actor"] == "UBOB" and entry["action"] == "command.role"
+
+
+async def test_with_nobody_on_call_the_empty_ic_seat_goes_only_to_someone_ic_eligible(open_seat_app):
+    app = open_seat_app
+    await post(app, payload([wire("KVCacheHigh", cell=CELL_B)]))
+    [inc] = await settle(app, lambda: incidents(app))
+    out = await app.run(f"role ic <@{OUTSIDER}>", user=OUTSIDER, channel=inc.channel_id)
+    assert out == (
+        f"<@{OUTSIDER}> isn't in @ml-ic or the on-call for {CELL_B}, which the IC seat needs: ask an admin of "
+        "@ml-ic to add them; nothing changed."
+    ), out
+    assert (await app.incident(inc.id)).holder("ic") is None
+    out = await app.run("role ic <@UCAROL>", user="UCAROL", channel=inc.channel_id)
+    assert out.startswith(f"You are now Incident Commander of {inc.id}."), out
+
+
+async def test_the_on_call_an_alert_seats_as_ic_is_ic_eligible_without_any_group(app):
+    await post(app, payload([wire("KVCacheHigh", cell=CELL_A)]))
+    [inc] = await settle(app, lambda: incidents(app))
+    assert inc.holder("ic") == ONCALL_A and not any(ONCALL_A in users for users in GROUPS.values())
+    ch = inc.channel_id
+    assert "posted" in await app.run("handoff ic <@UCAROL>", user=ONCALL_A, channel=ch)
+    assert "You are now" in await app.reply(await app.press("handoff.accept", f"{inc.id}/HO-1", "UCAROL", ch))
+    # Handed back: the on-call of the incident's cell is eligible for the IC seat (roles.yaml `oncall`).
+    out = await app.run(f"handoff ic <@{ONCALL_A}>", user="UCAROL", channel=ch)
+    assert out.startswith("Handoff HO-2 posted: Incident Commander to"), out
+    out = await app.run(f"handoff ic <@{OUTSIDER}>", user="UCAROL", channel=ch)
+    assert f"isn't in @ml-ic or the on-call for {CELL_A}" in out, out

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from bot.clock import Clock, ManualClock
 from bot.config import load_settings
+from bot.core.eligibility import check_policy_groups
 from bot.core.services import Services
 from bot.incidents.models import Incident
 from bot.incidents.store import repo
@@ -19,6 +20,7 @@ from bot.server import start_local
 from bot.slack.lane import Lane
 from bot.store import connect
 from fbworld.slack import FakeSlack, SlackSender
+from tests.support import workspace
 
 # 2026-11-30 03:10:00 UTC: a believable 3 a.m. (the `clock` fixture starts here)
 T0 = 1_796_008_200.0
@@ -120,6 +122,9 @@ class RunningApp:
 
 
 async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None, **settings: Any) -> RunningApp:
+    """The app as `serve` starts it (its start checks too), on ``slack`` (given the test workspace's
+    user groups unless it has its own: tests/support/workspace.py)."""
+    workspace.seed(slack)
     s = load_settings(
         slack_bot_token=TOKEN,
         slack_signing_secret=SECRET,
@@ -129,6 +134,15 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
     )
     # The product's own client (bot.store.connect): its timeouts and deadlines are under test too.
     rt = build_runtime(s, clock=clock or ManualClock(), redis=connect(redis_url, ca_file=s.redis_ca_file))
+    before = len(slack.calls)
+    try:
+        await check_policy_groups(rt.services)
+    except BaseException:
+        await rt.services.chat.close()
+        await rt.services.redis.aclose()
+        raise
+    # The start check's usergroups.list is start-up, not a request: tests count their requests' calls.
+    del slack.calls[before:]
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
     return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)

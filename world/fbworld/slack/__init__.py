@@ -13,7 +13,7 @@ from .inbound import (
     view_submission_body,
 )
 from .server import UPLOAD_URL, Call, Event, ResponseUrlPost, SlackEmulator
-from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError
+from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, UserGroup
 
 __all__ = [
     "BOT_ID",
@@ -28,6 +28,7 @@ __all__ = [
     "SlackEmulator",
     "SlackError",
     "SlackSender",
+    "UserGroup",
     "block_actions_body",
     "event_body",
     "sign",

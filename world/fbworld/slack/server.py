@@ -28,16 +28,22 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
 from aiohttp import BodyPartReader, web
 
-from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, SlackState
+from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, SlackState, UserGroup
 
 UPLOAD_URL = "upload_url"  # the Call.method recorded for a POST to an upload URL
 _JSON_FIELDS = ("blocks", "attachments", "view", "metadata", "files")
+# The scope each method needs, checked when the emulator is given the app's ``scopes`` (only the
+# methods listed here; the others answer whatever the token).
+METHOD_SCOPES = {
+    "usergroups.list": "usergroups:read",
+    "usergroups.users.list": "usergroups:read",
+}
 
 
 @dataclass
@@ -84,11 +90,13 @@ class SlackEmulator:
         on_event: Callable[[Event], None] | None = None,
         names: Callable[[str], str] | None = None,
         id_tag: str = "",
+        scopes: Iterable[str] | None = None,
     ) -> None:
         """``clock``: what message ts are taken from (Slack's are the time of posting); None keeps
         the fixed-base counter. ``token``: the one bot token accepted (None: any ``xoxb-``).
         ``on_event``: handed each Event. ``names``: user id -> name for users.info (else
-        ``add_user``'s). ``id_tag``: in every id made (see SlackState)."""
+        ``add_user``'s). ``id_tag``: in every id made (see SlackState). ``scopes``: the bot token's
+        scopes (None: every scope); a method of METHOD_SCOPES without its scope is missing_scope."""
         self.state = SlackState(clock, id_tag)
         self.token = token
         self.on_event = on_event
@@ -98,6 +106,7 @@ class SlackEmulator:
         self._ephemerals: list[dict[str, Any]] = []
         self.views: dict[str, dict[str, Any]] = {}
         self.users: dict[str, dict[str, Any]] = {}
+        self.scopes: set[str] | None = set(scopes) if scopes is not None else None
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # "http://127.0.0.1:PORT"
         self._handlers: dict[str, Callable[[dict], dict]] = {
@@ -119,6 +128,8 @@ class SlackEmulator:
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
             "files.info": self._files_info,
+            "usergroups.list": self._usergroups_list,
+            "usergroups.users.list": self._usergroups_users_list,
         }
 
     # lifecycle ----------------------------------------------------------
@@ -157,6 +168,23 @@ class SlackEmulator:
 
     def add_user(self, user_id: str, name: str | None = None, real_name: str | None = None, **extra) -> None:
         self.users[user_id] = {"name": name, "real_name": real_name, **extra}
+
+    def add_usergroup(self, handle: str, users=(), name: str | None = None, group_id: str | None = None) -> str:
+        """A user group ``@handle`` with ``users`` in it, as an admin makes one; its id (S…)."""
+        return self.state.add_usergroup(handle, users, name, group_id).id
+
+    def set_usergroup_users(self, group: str, users) -> None:
+        """The group (id or handle) now has exactly ``users`` (an admin editing it)."""
+        self.state.set_usergroup_users(group, users)
+
+    def disable_usergroup(self, group: str) -> None:
+        self.state.disable_usergroup(group)
+
+    def enable_usergroup(self, group: str) -> None:
+        self.state.enable_usergroup(group)
+
+    def usergroup(self, group: str) -> UserGroup:
+        return self.state.usergroup(group)
 
     def response_url(self, key: str) -> str:
         return f"{self.base_url}/response/{key}"
@@ -292,6 +320,11 @@ class SlackEmulator:
         handler = self._handlers.get(method)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
+        needed = METHOD_SCOPES.get(method)
+        if needed and self.scopes is not None and needed not in self.scopes:
+            return web.json_response(
+                {"ok": False, "error": "missing_scope", "needed": needed, "provided": ",".join(sorted(self.scopes))}
+            )
         try:
             body = handler(args)
         except SlackError as e:
@@ -568,6 +601,24 @@ class SlackEmulator:
         if f is None or not f.completed:
             raise SlackError("file_not_found")
         return {"ok": True, "file": {**f.to_api(), "channels": list(f.channels)}, "comments": []}
+
+    def _usergroups_list(self, args: dict) -> dict:
+        """As Slack: every group, enabled only unless ``include_disabled``; members only with
+        ``include_users``, their number with ``include_count``."""
+        disabled, users, count = (_flag(args.get(k)) for k in ("include_disabled", "include_users", "include_count"))
+        groups = [g for g in self.state.usergroups.values() if disabled or not g.disabled_at]
+        return {"ok": True, "usergroups": [g.to_api(users, count) for g in groups]}
+
+    def _usergroups_users_list(self, args: dict) -> dict:
+        """As Slack: ``usergroup`` (an id, S…) is required; unknown, or disabled without
+        ``include_disabled``, is no_such_subteam."""
+        group = args.get("usergroup")
+        if not group:
+            raise SlackError("invalid_arguments")
+        if str(group) not in self.state.usergroups:  # an id only: Slack does not take a handle here
+            raise SlackError("no_such_subteam")
+        g = self.state.usergroup(str(group), include_disabled=_flag(args.get("include_disabled")))
+        return {"ok": True, "users": list(g.users)}
 
 
 def _flag(value: Any) -> bool:

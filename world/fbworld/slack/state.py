@@ -15,6 +15,7 @@ BOT_ID = "BBOT"
 TEAM_ID = "T1"
 
 _NAME_RE = re.compile(r"^[a-z0-9_-]{1,80}$")
+_HANDLE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 
 
 class SlackError(Exception):
@@ -154,6 +155,45 @@ class File:
         return body
 
 
+@dataclass
+class UserGroup:
+    """A user group (``@ml-oncall``), as usergroups.list shows it. Slack never deletes one: it is
+    disabled (``date_delete`` set) and can be enabled again."""
+
+    id: str
+    handle: str
+    name: str
+    users: list[str] = field(default_factory=list)
+    disabled_at: int = 0
+    created: int = field(default_factory=lambda: int(time.time()))
+    updated: int = 0
+
+    def to_api(self, include_users: bool = False, include_count: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": self.id,
+            "team_id": TEAM_ID,
+            "is_usergroup": True,
+            "is_subteam": True,
+            "name": self.name,
+            "description": "",
+            "handle": self.handle,
+            "is_external": False,
+            "date_create": self.created,
+            "date_update": self.updated or self.created,
+            "date_delete": self.disabled_at,
+            "auto_type": None,
+            "created_by": "USLACKBOT",
+            "updated_by": "USLACKBOT",
+            "deleted_by": "USLACKBOT" if self.disabled_at else None,
+            "prefs": {"channels": [], "groups": []},
+        }
+        if include_users:
+            body["users"] = list(self.users)
+        if include_count:
+            body["user_count"] = len(self.users)
+        return body
+
+
 class SlackState:
     """Channels, messages and ids of one fake workspace."""
 
@@ -169,6 +209,7 @@ class SlackState:
         self._last_ts = 0.0
         self.files: dict[str, File] = {}
         self._uploads: dict[str, str] = {}  # upload-URL key -> file id
+        self.usergroups: dict[str, UserGroup] = {}  # id -> group
 
     # ids --------------------------------------------------------------
     def next_ts(self) -> str:
@@ -309,6 +350,48 @@ class SlackState:
         if ts in pins:
             raise SlackError("already_pinned")
         pins.append(msg.ts)
+
+    # user groups ------------------------------------------------------
+    def _now(self) -> int:
+        return int(self._clock() if self._clock is not None else time.time())
+
+    def add_usergroup(self, handle: str, users=(), name: str | None = None, group_id: str | None = None) -> UserGroup:
+        """usergroups.create, as a workspace admin would (not a Web API method Firebreak calls)."""
+        handle = handle.lstrip("@")
+        if not _HANDLE_RE.match(handle):
+            raise SlackError("invalid_handle")  # a setup mistake in the test or the demo
+        if any(g.handle == handle for g in self.usergroups.values()):
+            raise SlackError("name_already_exists")
+        g = UserGroup(
+            id=group_id or self.next_id("S"), handle=handle, name=name or handle, users=list(users), created=self._now()
+        )
+        self.usergroups[g.id] = g
+        return g
+
+    def usergroup(self, group: str | None, include_disabled: bool = True) -> UserGroup:
+        """A group by id (S…) or handle (@h or h); no_such_subteam when there is none (or it is
+        disabled and ``include_disabled`` is false)."""
+        key = (group or "").lstrip("@")
+        g = self.usergroups.get(key) or next((x for x in self.usergroups.values() if x.handle == key), None)
+        if g is None or (g.disabled_at and not include_disabled):
+            raise SlackError("no_such_subteam")
+        return g
+
+    def set_usergroup_users(self, group: str, users) -> UserGroup:
+        """usergroups.users.update: the group's members become ``users`` (all of them)."""
+        g = self.usergroup(group)
+        g.users, g.updated = list(dict.fromkeys(users)), self._now()
+        return g
+
+    def disable_usergroup(self, group: str) -> UserGroup:
+        g = self.usergroup(group)
+        g.disabled_at = g.disabled_at or self._now()
+        return g
+
+    def enable_usergroup(self, group: str) -> UserGroup:
+        g = self.usergroup(group)
+        g.disabled_at = 0
+        return g
 
     # files (the external upload flow) ------------------------------------
     def reserve_file(self, filename: Any, length: Any, alt_txt=None, snippet_type=None) -> File:
