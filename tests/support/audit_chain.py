@@ -1,4 +1,4 @@
-"""Long audit histories, written fast (tests/core/test_audit_scale.py, bench/audit_bench.py).
+"""Long audit histories, written fast (tests/audit/test_audit_scale.py, bench/audit_bench.py).
 
 Entries are made with the real `entry_hash`/`canonical` and RPUSHed in big pipelines
 with the head, instead of one Lua append each: 10^6 entries take seconds, not minutes.
