@@ -2,8 +2,9 @@
 #   docker build -t <registry>/firebreak:0.1.0 .
 # The package is installed from this checkout (no dev or test extras) into a virtualenv in a build
 # stage; the runtime stage gets only that virtualenv. Exec credential plugins for the cells'
-# kubeconfig (aws, gke-gcloud-auth-plugin, kubelogin) are not in it: README.md "Deploying to a
-# cluster" shows how to build an image on top of this one that has yours.
+# kubeconfig (aws, gke-gcloud-auth-plugin, kubelogin) are not in it: docs/operating.md "Production:
+# Firebreak in one cluster, the cells in others" shows how to build an image on top of this one
+# that has yours.
 #
 # The base is pinned by tag and digest (the multi-platform index). To move it:
 #   docker buildx imagetools inspect python:3.11.<n>-slim-bookworm   # the new digest

@@ -1,4 +1,4 @@
-"""Process configuration from the environment (README: "Configuration").
+"""Process configuration from the environment (docs/operating.md: "Configuration").
 
 Settings are built once in the entry point and passed down; nothing reads the
 environment at import time.

@@ -1,6 +1,6 @@
 """Process metrics served on /metrics (prometheus_client, this registry only).
 
-The names are a contract: deploy/'s PrometheusRule alerts on them, and the README
+The names are a contract: deploy/'s PrometheusRule alerts on them, and docs/operating.md
 ("Telemetry and shutdown") lists them. Counters are per process; sum them across
 replicas. ``firebreak_approvals_pending`` is read from Redis at scrape time, so
 every replica reports the same cluster-wide value: aggregate it with max, not sum.

@@ -1,4 +1,4 @@
-"""Levers: scoped, reversible actions on one cell's Kubernetes API (README: "Levers").
+"""Levers: scoped, reversible actions on one cell's Kubernetes API (docs/levers.md).
 
 levers.capability.register declares the commands, timer, start-up sweep and
 status line; import the other pieces you need (levers.executor, levers.hooks,

@@ -1,4 +1,4 @@
-"""The hash-chained audit log (README: "Audit log").
+"""The hash-chained audit log (docs/security-model.md: "Audit log").
 
 Each entry carries the previous entry's hash; ``hash`` is the SHA-256 of the
 entry's canonical JSON (sorted keys, compact separators, UTF-8) without the

@@ -140,7 +140,7 @@ class Script:
             reply, acked = await p.execute()
         if int(acked) < replicas:
             # Answered anyway: refusing would leave a write applied and reported as failed. It
-            # stands on the master alone until a replica catches up (README: what a failover loses).
+            # stands on the master alone until a replica catches up (docs/operating.md: "What a failover may lose").
             log.warning("store_write_unreplicated", replicas=int(acked), wanted=replicas, wait_ms=ms)
         return reply
 
