@@ -150,6 +150,28 @@ class Help(Command):
         return v.strip().lower()
 
 
+class ScopeAdd(Command):
+    """`/incident scope add <cell>`: widen the incident to another cell (never narrower while open)."""
+
+    name: ClassVar[str] = "scope"
+    action: str
+    cell: str
+
+    @field_validator("action")
+    @classmethod
+    def _add(cls, v: str) -> str:
+        if v.lower() != "add":
+            raise ValueError(f"`{quote(v[:20])}`: a scope only grows while the incident is open: `scope add <cell>`")
+        return "add"
+
+    @field_validator("cell")
+    @classmethod
+    def _cell(cls, v: str) -> str:
+        if not CELL_NAME.fullmatch(v):
+            raise ValueError(f"`{quote(v[:30])}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
+        return v
+
+
 class Mitigated(Command):
     name: ClassVar[str] = "mitigated"
 
