@@ -7,7 +7,7 @@ from redis.exceptions import RedisError
 from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.authz import after_resolve
-from bot.core.hooks import STATUS_LINE
+from bot.core.hooks import ON_RESOLVE, STATUS_LINE
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents import orphans, rules, views
@@ -228,8 +228,13 @@ async def _set_status(svc: Services, req: Request, inc: Incident, new: St) -> Ou
     tail = f" Still answered here: {after_resolve(svc)}." if new is St.resolved else " Reminders stop; keep watching."
     warn = await announce(svc, inc.id, f":large_green_circle: {inc.id} marked *{new.value}* by <@{req.actor}>.{tail}")
     warn2 = await refresh_card(svc, inc.id)
+    lines: list[str] = []
+    if new is St.resolved:
+        # What it leaves behind: requests that never ran are cancelled, levers in force listed (levers/resolve.py).
+        for close in svc.registry.hooked(ON_RESOLVE):
+            lines += await close(svc, inc, req.actor)
     return Outcome(
-        message=joined(f"{inc.id} is now {new.value}.", warn, warn2),
+        message="\n".join([joined(f"{inc.id} is now {new.value}.", warn, warn2), *lines]),
         audit={"status_from": change.before, "status_to": new.value},
     )
 
