@@ -27,9 +27,9 @@ def register(reg: Registry) -> None:
         Declare,
         handlers.declare,
         spec=Spec(
-            "/incident declare <title> [--sev N] [--cell C]… [--product P] [--region R]",
+            "/incident declare <title> [--sev N] [--cell C]… [--product P] [--region R] [--private]",
             rest="title",
-            flags={"sev": "one", "cell": "many", "product": "one", "region": "one"},
+            flags={"sev": "one", "cell": "many", "product": "one", "region": "one", "private": "bool"},
         ),
         summary="open an incident with its own channel; you become IC",
     )

@@ -46,6 +46,7 @@ class Declare(Command):
     cell: list[str] = Field(default_factory=list)
     product: str | None = Field(default=None, max_length=80)
     region: str | None = Field(default=None, max_length=40)
+    private: bool = False
 
     _sev_v = field_validator("sev", mode="before")(lambda cls, v: _sev(v))
 
