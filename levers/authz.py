@@ -136,9 +136,7 @@ async def lever_rule(svc: Services, req: Request, inc: IncidentView | None) -> s
     cmd = req.command
     if not isinstance(cmd, PullLever):
         raise TypeError(f"lever rule got {type(cmd).__name__}")
-    return await _decide(
-        svc, req, inc, cmd.lever, scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc), "pull"
-    )
+    return await _decide(svc, req, inc, cmd.lever, await scope_name(svc, LEVERS[cmd.lever], cmd.cell, inc), "pull")
 
 
 async def undo_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:

@@ -7,10 +7,10 @@ command `lever_settle` is not typed, so not listed).
 from __future__ import annotations
 
 from bot.core.grammar import Spec
-from bot.core.hooks import STATUS_LINE
+from bot.core.hooks import KNOWN_CELLS, ON_RESOLVE, STATUS_LINE
 from bot.core.registry import Registry
 from bot.core.timeline import CommandDetail
-from levers import authz, listing, pull, reconcile, timeline, undo
+from levers import authz, listing, pull, reconcile, resolve, scope, timeline, undo
 from levers.commands import LeverSettle, ListLevers, PullLever, Undo
 
 
@@ -47,6 +47,8 @@ def register(reg: Registry) -> None:
     reg.job(reconcile.JOB, reconcile.settle_due)
     reg.on_start(reconcile.reconcile_in_flight)
     reg.add(STATUS_LINE, listing.open_levers)
+    reg.add(KNOWN_CELLS, scope.known_cells)
+    reg.add(ON_RESOLVE, resolve.on_resolve)
 
     # How its commands and the lever.* events read on the postmortem's timeline.
     reg.timeline(PullLever, timeline.Pulled, timeline.pulled)

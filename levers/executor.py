@@ -19,7 +19,7 @@ from bot import logs, metrics
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.services import Services
-from levers import authz, hooks, inflight, messages
+from levers import authz, hooks, inflight, messages, resolve
 from levers.apply import Changed, NotApplied, apply_plan
 from levers.base import Ctx, Lever, LeverRefusal
 from levers.catalogue import LEVERS
@@ -44,6 +44,11 @@ async def execute_approved(svc: Services, req_id: str, approver: str) -> ExecRes
     rec = await store.get(req_id)
     if rec is None:
         return ExecResult(f"{req_id} does not exist.", False, None)
+    inc = await svc.incidents.get(rec.incident)
+    # Resolved before it ran: it never will (levers/resolve.py cancelled what it saw; this is one
+    # that came after, e.g. a plan that finished as the incident was resolved).
+    if inc is not None and not inc.is_open and await resolve.cancel(svc, rec, approver, f"{rec.incident} is resolved"):
+        return ExecResult(f"{rec.label}: not run: {rec.incident} is resolved; nothing changed.", False, None)
     started = svc.clock.now()
     # Armed before the claim, so a process that dies (or loses its store) once it is executing
     # always leaves the timer that settles the request in a live replica (levers/inflight.py).

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import yaml
@@ -112,6 +113,42 @@ def read_kubeconfig(kubeconfig: Path | None) -> dict[str, Any]:
 
 def contexts_of(doc: dict[str, Any]) -> list[str]:
     return [str(c["name"]) for c in doc.get("contexts") or [] if isinstance(c, dict) and c.get("name")]
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def normalise_server(url: str) -> str:
+    """An API server URL as one cluster is known by, whatever way a kubeconfig spells it: scheme and
+    host lowercased, the default port made explicit, no trailing slash (https://K8S.example:443/ and
+    https://k8s.example are one server)."""
+    parts = urlsplit(url.strip())
+    scheme = (parts.scheme or "https").lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6: urlsplit drops the brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:  # a port that is no number: compare the text as written
+        return url.strip().lower().rstrip("/")
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+def servers_of(doc: dict[str, Any]) -> dict[str, str]:
+    """Each context's API server, normalised (contexts whose cluster names no server are left out)."""
+    clusters = {
+        str(c["name"]): str((c.get("cluster") or {}).get("server") or "")
+        for c in doc.get("clusters") or []
+        if isinstance(c, dict) and c.get("name") and isinstance(c.get("cluster") or {}, dict)
+    }
+    out: dict[str, str] = {}
+    for c in doc.get("contexts") or []:
+        if not isinstance(c, dict) or not c.get("name") or not isinstance(c.get("context") or {}, dict):
+            continue
+        server = clusters.get(str((c.get("context") or {}).get("cluster") or ""), "")
+        if server:
+            out[str(c["name"])] = normalise_server(server)
+    return out
 
 
 # ----------------------------------------------------------------- credentials
@@ -537,6 +574,29 @@ class Kube:
                 expiry=expiry,
             )
             return self._clients[context]
+
+    async def _doc(self) -> dict[str, Any] | None:
+        """The kubeconfig as it is now (None: KUBECONFIG unset), read off the event loop."""
+        if self.kubeconfig is None:
+            return None
+        try:
+            return await asyncio.to_thread(read_kubeconfig, self.kubeconfig)
+        except _LOAD_ERRORS as e:
+            raise credentials_error("(kubeconfig)", e) from None
+
+    async def contexts(self) -> list[str] | None:
+        """The kubeconfig's context names (None: KUBECONFIG unset)."""
+        doc = await self._doc()
+        return None if doc is None else contexts_of(doc)
+
+    async def same_server(self, context: str, other: str) -> bool:
+        """Do the two contexts point at one API server (by URL, normalised)? A context is decided by
+        the cluster it reaches, not by its name: `local` and `global` on one server are one cluster."""
+        if context == other:
+            return True
+        doc = await self._doc()
+        servers = servers_of(doc) if doc is not None else {}
+        return context in servers and servers.get(context) == servers.get(other)
 
     async def close(self) -> None:
         for c in self._clients.values():

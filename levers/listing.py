@@ -29,7 +29,7 @@ async def list_levers(svc: Services, req: Request, cmd: ListLevers, inc: Inciden
     for name in [*pol.levers, *(n for n in LEVERS if n not in pol.levers)]:
         lever = LEVERS[name]
         rule = rule_of(pol, lever)
-        got = await authz.access(svc, inc, req.actor, name, scope_name(pol, lever, None, inc))
+        got = await authz.access(svc, inc, req.actor, name, await scope_name(svc, lever, None, inc))
         if got.ok:
             via = f" · via grant {got.grant}" if got.grant else ""
             mine.append(f"• `{name}` {lever.kind.kind}: {lever.summary}{_approval_note(svc, name)}{via}")

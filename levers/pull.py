@@ -23,7 +23,7 @@ from levers.executor import execute_approved
 from levers.kube import KubeError, UnknownCell, kube_for
 from levers.plan import Plan
 from levers.requests import LeverRequest, LeverState
-from levers.scope import approval_reasons, resolve, scope_name
+from levers.scope import OutOfScope, Scope, approval_reasons, place, resolve, scope_name
 from levers.store import lever_store
 
 
@@ -63,7 +63,7 @@ async def _dry_run(ctx: Ctx, plan: Plan) -> list[dict[str, Any]]:
 
 
 async def pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView) -> Outcome:
-    cell = scope_name(svc.policy.levers, LEVERS[cmd.lever], cmd.cell, inc)
+    cell = await scope_name(svc, LEVERS[cmd.lever], cmd.cell, inc)
     grant = authz.allowed_grant(req)
     try:
         return await _pull(svc, req, cmd, inc, grant)
@@ -91,20 +91,25 @@ def _attempt(req: Request, cmd: PullLever, inc: IncidentView, cell: str, e: Refu
 async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, grant: str | None) -> Outcome:
     lever = LEVERS[cmd.lever]
     store = lever_store(svc)
+    scope: Scope | None = None
     try:
         params = params_of(lever, cmd.params)
         target = Target.parse(cmd.target, lever.kind.namespaced, lever.kind.kind)
         lever.accepts(svc.policy.levers, target, params)
-        scope = resolve(svc.policy.levers, lever, cmd.cell, inc)
+        scope = await place(svc, lever, cmd.cell, inc)
         needs = approval_reasons(svc.policy.levers, lever, scope, target)
         client = await kube_for(svc).client(scope.context)
         version = await version_of(lever.kind, client)
+    except OutOfScope as e:
+        raise Refusal(str(e), out_of_scope=cmd.cell) from None
     except LeverRefusal as e:
         raise Refusal(f"{messages.NOT_PULLED}{e}") from None
     except UnknownCell as e:
-        raise Refusal(messages.no_context(scope.label, e.context, scope.fleet, e.known)) from None
+        named = scope or resolve(svc.policy.levers, lever, cmd.cell, inc)
+        raise Refusal(messages.no_context(named.label, e.context, named.fleet, e.known)) from None
     except KubeError as e:
-        raise Refusal(f"{messages.NOT_PULLED}{scope.context}: {messages.api_error(e)}.") from None
+        where = scope.context if scope else "the kubeconfig"
+        raise Refusal(f"{messages.NOT_PULLED}{where}: {messages.api_error(e)}.") from None
     ctx = Ctx(
         svc=svc,
         kube=client,

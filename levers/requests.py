@@ -1,10 +1,11 @@
 """Lever requests (REQ-<n>): the record and its states (stored by levers/store.py).
 
 States (LeverState): planned (dry-run; terminal), pending_approval, approved,
-denied, expired, stale (target changed after approval), executing, done, failed,
-undoing, undone; and refused, which is reported but never stored. `executing` and
-`undoing` are in flight: the store keeps them in one index, so a restart finds
-what a dead process left half-way. The lever audit actions are LeverEvent.
+denied, expired, stale (target changed after approval), cancelled (its incident was
+resolved before it ran), executing, done, failed, undoing, undone; and refused,
+which is reported but never stored. `executing` and `undoing` are in flight: the
+store keeps them in one index, so a restart finds what a dead process left half-way.
+The lever audit actions are LeverEvent.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class LeverState(StrEnum):
     denied = "denied"
     expired = "expired"
     stale = "stale"  # the target changed after it was planned (and approved)
+    cancelled = "cancelled"  # its incident was resolved before it ran: it never will
     executing = "executing"
     done = "done"
     failed = "failed"
@@ -55,6 +57,7 @@ class LeverEvent(StrEnum):
     undo = "undo"
     undo_failed = "undo_failed"
     undo_unsettled = "undo_unsettled"
+    cancelled = "cancelled"  # resolved before it ran (pending approval, or approved and not yet run)
 
     @property
     def action(self) -> str:

@@ -1,30 +1,47 @@
-"""Which cell (kube context) a lever acts on, and whether that makes it fleet-wide."""
+"""Which cell (kube context) a lever acts on, whether that makes it fleet-wide, and whether the
+incident may reach it.
+
+Fleet-wide is a property of the cluster, not of a context's name (DESIGN §5): a context whose API
+server is the fleet context's server is the fleet too (for approvals and break-glass scope). A
+lever on a cell acts only inside the incident's scope (DESIGN §2): its cells, widened only by the
+IC's `/incident scope add <cell>`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from bot.core.request import IncidentView
+from bot.core.services import Services
 from bot.policy.levers import LeversPolicy
 from levers.base import Lever, LeverRefusal, Target, rule_of
+from levers.kube import KubeError, UnknownCell, kube_for
+
+FLEET = "fleet"
 
 
 @dataclass(frozen=True)
 class Scope:
     cell: str  # the cell's name, or "fleet"
     context: str
+    # Named as a cell, but its context reaches the fleet context's API server.
+    alias: str | None = None
 
     @property
     def fleet(self) -> bool:
-        return self.cell == "fleet"
+        return self.cell == FLEET
 
     @property
     def label(self) -> str:
-        return "fleet" if self.fleet else self.cell
+        return FLEET if self.fleet else self.cell
+
+
+class OutOfScope(LeverRefusal):
+    """A cell the incident's scope does not name."""
 
 
 def resolve(policy: LeversPolicy, lever: Lever, cell: str | None, inc: IncidentView | None) -> Scope:
-    """--cell wins; else the fleet context for fleet levers; else the incident's only cell."""
+    """By name only: --cell wins; else the fleet context for fleet levers; else the incident's only cell."""
     if cell is None and lever.fleet_default:
         cell = policy.fleet_context
     if cell is None:
@@ -33,17 +50,62 @@ def resolve(policy: LeversPolicy, lever: Lever, cell: str | None, inc: IncidentV
             listed = f" (this incident's cells: {', '.join(cells)})" if cells else ""
             raise LeverRefusal(f"Say which cell: add `--cell <cell>`{listed}.")
         cell = cells[0]
-    if cell in (policy.fleet_context, "fleet"):
-        return Scope("fleet", policy.fleet_context)
+    if cell in (policy.fleet_context, FLEET):
+        return Scope(FLEET, policy.fleet_context)
     return Scope(cell, policy.context_of(cell))
 
 
-def scope_name(policy: LeversPolicy, lever: Lever, cell: str | None, inc: IncidentView | None) -> str:
+async def by_server(svc: Services, scope: Scope) -> Scope:
+    """``scope`` made fleet-wide when its context points at the fleet context's API server."""
+    if scope.fleet:
+        return scope
+    fleet = svc.policy.levers.fleet_context
+    if await kube_for(svc).same_server(scope.context, fleet):
+        return Scope(FLEET, scope.context, alias=scope.cell)
+    return scope
+
+
+def out_of_scope(cell: str, inc: IncidentView) -> str:
+    where = ", ".join(inc.cells) or "no cells yet"
+    return (
+        f"{cell} is not in {inc.id}'s scope ({where}). The IC can widen it: "
+        f"`/incident scope add {cell}`; nothing changed."
+    )
+
+
+async def place(svc: Services, lever: Lever, cell: str | None, inc: IncidentView | None) -> Scope:
+    """Where the lever acts, checked: LeverRefusal when no cell is named, UnknownCell when the
+    kubeconfig has no such context, OutOfScope when the incident does not cover the cell. The fleet
+    (and any context on its API server) keeps its own rule: it always needs approval."""
+    scope = await by_server(svc, resolve(svc.policy.levers, lever, cell, inc))
+    if scope.fleet or inc is None or scope.cell in inc.cells:
+        return scope
+    known = await kube_for(svc).contexts()
+    if known is not None and scope.context not in known:
+        raise UnknownCell(scope.context, known)  # a typo is said as such, not as a scope question
+    raise OutOfScope(out_of_scope(scope.cell, inc))
+
+
+async def scope_name(svc: Services, lever: Lever, cell: str | None, inc: IncidentView | None) -> str:
     """For grant lookups before anything else is known: the cell name or "fleet"."""
     try:
-        return resolve(policy, lever, cell, inc).cell
+        scope = resolve(svc.policy.levers, lever, cell, inc)
     except LeverRefusal:
-        return cell or "fleet"
+        return cell or FLEET
+    try:
+        return (await by_server(svc, scope)).cell
+    except KubeError:  # an unreadable kubeconfig: the pull itself says so, with its reason
+        return scope.cell
+
+
+async def known_cells(svc: Services) -> list[str] | None:
+    """KNOWN_CELLS: the policy's cells and the kubeconfig's contexts, the fleet context left out
+    (None: no kubeconfig and no cells in the policy)."""
+    pol = svc.policy.levers
+    contexts = await kube_for(svc).contexts()
+    if contexts is None and not pol.cells:
+        return None
+    return [c for c in [*pol.cells, *(contexts or [])] if c not in (pol.fleet_context, FLEET)]
 
 
 def approval_reasons(policy: LeversPolicy, lever: Lever, scope: Scope, target: Target) -> list[str]:
@@ -51,7 +113,11 @@ def approval_reasons(policy: LeversPolicy, lever: Lever, scope: Scope, target: T
     reasons = []
     if rule.needs_approval:
         reasons.append(rule.why or f"policy: {lever.name} needs a second person")
-    if scope.fleet:
+    if scope.alias is not None:
+        reasons.append(
+            f"`{scope.context}` points at the fleet context's API server (`{policy.fleet_context}`): fleet-wide"
+        )
+    elif scope.fleet:
         reasons.append(f"acts on the fleet context `{policy.fleet_context}`")
     elif str(target) in policy.fleet_targets:
         reasons.append(f"{target} is fleet-wide (policy fleet_targets)")

@@ -79,4 +79,5 @@ EVENTS: dict[LeverEvent, Render] = {
     LeverEvent.undo: _undo("undone"),
     LeverEvent.undo_failed: _undo("undo failed"),
     LeverEvent.undo_unsettled: _undo("undo not settled"),
+    LeverEvent.cancelled: _settled(LeverEvent.cancelled),
 }

@@ -30,8 +30,9 @@ class UserGroup:
 class Chat(Protocol):
     """Everything the domain posts, edits or opens. Every method raises ChatError on refusal."""
 
-    async def create_channel(self, base_name: str) -> tuple[str, str]:
-        """A new channel named ``base_name`` (or a numbered variant when taken): (id, name)."""
+    async def create_channel(self, base_name: str, private: bool = False) -> tuple[str, str]:
+        """A new channel named ``base_name`` (or a numbered variant when taken): (id, name).
+        ``private``: only those invited see it (the bot, as its creator, is a member)."""
         ...
 
     async def invite(self, channel: str, users: Sequence[str]) -> None: ...

@@ -51,8 +51,11 @@ async def public_problem(svc: Services, inc: Incident, text: str) -> tuple[str, 
     )
 
 
-async def _publish(svc: Services, inc: Incident, text: str, now: float, posted_here: bool) -> str:
-    """Post the public summary; returns what the reply should say about it."""
+async def _publish(svc: Services, inc: Incident, text: str, now: float, posted_here: bool, actor: str) -> str:
+    """Post the public summary; returns what the reply should say about it. A private incident's
+    update goes out only when its IC posts it: that is the IC's decision to tell stakeholders."""
+    if inc.private and actor != inc.holder("ic"):
+        return f"Not posted to the stakeholder channel: {inc.id} is private, so only its IC's own updates go there."
     channel = svc.settings.firebreak_stakeholder_channel
     if not channel:
         if not posted_here:
@@ -79,13 +82,17 @@ async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Out
     warn = await announce(
         svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {quote(cmd.text)}"
     )
-    published = await _publish(svc, inc, cmd.text, now, posted_here=warn is None)
+    published = await _publish(svc, inc, cmd.text, now, posted_here=warn is None, actor=req.actor)
     warn2 = await refresh_card(svc, inc.id)
     due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""
     return Outcome(
         # Recorded (the cadence clock restarts) even when the channel post failed: say which.
         message=joined(f"Update {'recorded' if warn else 'posted'}.{due}", warn, published, warn2),
-        audit={"next_update_due": change.before, "stakeholder_channel": svc.settings.firebreak_stakeholder_channel},
+        audit={
+            "next_update_due": change.before,
+            "stakeholder_channel": svc.settings.firebreak_stakeholder_channel,
+            "stakeholder_allowed": not inc.private or req.actor == inc.holder("ic"),
+        },
     )
 
 

@@ -16,3 +16,13 @@ STATUS_LINE: Hook[StatusLine] = Hook("status_line")
 # so every replica reports the cluster-wide value. Keep it to a few cheap reads.
 Scrape = Callable[[Services], Awaitable[None]]
 SCRAPE: Hook[Scrape] = Hook("scrape")
+
+# The cells Firebreak knows (kube contexts, the levers policy's cells), for `/incident scope add`;
+# None when a provider cannot tell (no kubeconfig).
+KnownCells = Callable[[Services], Awaitable["list[str] | None"]]
+KNOWN_CELLS: Hook[KnownCells] = Hook("known_cells")
+
+# Right after an incident is resolved (in the `resolved` request): close what it left open and
+# return lines for the IC's reply (e.g. the levers still in force, with their undo commands).
+OnResolve = Callable[[Services, IncidentView, str], Awaitable["list[str]"]]
+ON_RESOLVE: Hook[OnResolve] = Hook("on_resolve")

@@ -6,8 +6,20 @@ from bot.core.grammar import Spec
 from bot.core.intents import INTERRUPTED
 from bot.core.registry import Registry
 from bot.core.timeline import CommandDetail
-from bot.incidents import handlers, handoffs, orphans, timeline
-from bot.incidents.commands import Accept, Assess, Declare, Handoff, Help, Mitigated, Resolved, Role, Sev, Status
+from bot.incidents import handlers, handoffs, orphans, scope, timeline
+from bot.incidents.commands import (
+    Accept,
+    Assess,
+    Declare,
+    Handoff,
+    Help,
+    Mitigated,
+    Resolved,
+    Role,
+    ScopeAdd,
+    Sev,
+    Status,
+)
 
 
 def register(reg: Registry) -> None:
@@ -15,9 +27,9 @@ def register(reg: Registry) -> None:
         Declare,
         handlers.declare,
         spec=Spec(
-            "/incident declare <title> [--sev N] [--cell C]… [--product P] [--region R]",
+            "/incident declare <title> [--sev N] [--cell C]… [--product P] [--region R] [--private]",
             rest="title",
-            flags={"sev": "one", "cell": "many", "product": "one", "region": "one"},
+            flags={"sev": "one", "cell": "many", "product": "one", "region": "one", "private": "bool"},
         ),
         summary="open an incident with its own channel; you become IC",
     )
@@ -37,6 +49,12 @@ def register(reg: Registry) -> None:
         summary="SEV from the four-axis matrix; raises, never lowers",
     )
     reg.command(Status, handlers.status, spec=Spec("/incident status"), summary="SEV, roles, levers, next update")
+    reg.command(
+        ScopeAdd,
+        scope.scope_add,
+        spec=Spec("/incident scope add <cell>", positional=("action", "cell")),
+        summary="widen the incident to another cell (levers act only on its cells)",
+    )
     reg.command(
         Mitigated, handlers.mitigated, spec=Spec("/incident mitigated"), summary="impact stopped; reminders stop"
     )
@@ -72,6 +90,7 @@ def register(reg: Registry) -> None:
     reg.timeline(Role, timeline.RoleSet, timeline.role_set)
     reg.timeline(Handoff, timeline.HandingOff, timeline.handing_off)
     reg.timeline(Accept, timeline.Accepted, timeline.accepted)
+    reg.timeline(ScopeAdd, timeline.ScopeWidened, timeline.scope_widened)
     reg.timeline(Mitigated, CommandDetail, timeline.marked("mitigated"))
     reg.timeline(Resolved, CommandDetail, timeline.marked("resolved"))
     reg.timeline(Status, CommandDetail, timeline.no_event)

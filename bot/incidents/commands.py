@@ -46,6 +46,7 @@ class Declare(Command):
     cell: list[str] = Field(default_factory=list)
     product: str | None = Field(default=None, max_length=80)
     region: str | None = Field(default=None, max_length=40)
+    private: bool = False
 
     _sev_v = field_validator("sev", mode="before")(lambda cls, v: _sev(v))
 
@@ -148,6 +149,28 @@ class Help(Command):
         if names and v.strip().lower() not in names:
             raise ValueError(f"`{quote(v[:30])}` is not a command; ask about one of: {', '.join(names)}")
         return v.strip().lower()
+
+
+class ScopeAdd(Command):
+    """`/incident scope add <cell>`: widen the incident to another cell (never narrower while open)."""
+
+    name: ClassVar[str] = "scope"
+    action: str
+    cell: str
+
+    @field_validator("action")
+    @classmethod
+    def _add(cls, v: str) -> str:
+        if v.lower() != "add":
+            raise ValueError(f"`{quote(v[:20])}`: a scope only grows while the incident is open: `scope add <cell>`")
+        return "add"
+
+    @field_validator("cell")
+    @classmethod
+    def _cell(cls, v: str) -> str:
+        if not CELL_NAME.fullmatch(v):
+            raise ValueError(f"`{quote(v[:30])}` is not a cell name (lowercase letters, digits, dashes: us-east-3)")
+        return v
 
 
 class Mitigated(Command):

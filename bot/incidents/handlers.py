@@ -7,7 +7,7 @@ from redis.exceptions import RedisError
 from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.authz import after_resolve
-from bot.core.hooks import STATUS_LINE
+from bot.core.hooks import ON_RESOLVE, STATUS_LINE
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents import orphans, rules, views
@@ -37,11 +37,13 @@ async def open_incident(
     number: int | None = None,
     by: str | None = None,
     alert_group: str | None = None,
+    private: bool = False,
 ) -> tuple[Incident, list[str]]:
     """Create channel, record, card. ``ic`` sits as IC (None: the seat stays empty, and anyone
     may take it). ``by`` declared it (default: ``ic``, else Firebreak itself); ``number``: one
     already taken from the counter (bot/signals reserves it before opening). ``request_id``: the
-    request whose intent records the channel.
+    request whose intent records the channel. ``private``: a private channel, its people invited
+    (``invitees``), and nothing of it in the stakeholder channel but the IC's own updates.
 
     Returns the incident and what went wrong after it was saved (the chat refusing the
     invite, card or pin): the incident stands, and the caller says what is missing. Raises
@@ -58,7 +60,7 @@ async def open_incident(
             "Firebreak can't reach its store; no channel or incident was created. Try again in a minute."
         ) from None
     try:
-        channel_id, name = await svc.chat.create_channel(rules.channel_name(number, title, now))
+        channel_id, name = await svc.chat.create_channel(rules.channel_name(number, title, now), private)
     except ChatError as f:
         raise Refusal(f"Slack refused to create the channel ({f.error}); no incident was opened.") from None
     try:
@@ -85,6 +87,7 @@ async def open_incident(
         next_update_due=rules.first_due(now, sev, svc.policy.cadence),
         roles={"ic": RoleHolder(user=ic, since=now, by=declarer)} if ic else {},
         alert_group=alert_group,
+        private=private,
     )
     try:
         await store.create(inc)
@@ -93,11 +96,12 @@ async def open_incident(
         # Saved or not, it can't be told now; the repair of this request decides once the store is back.
         raise NotOpened(orphans.unsure(inc.id, channel_id)) from None
     problems: list[str] = []
-    if ic:
+    people = invitees(svc, inc)
+    if people:
         try:
-            await svc.chat.invite(channel_id, [ic])
+            await svc.chat.invite(channel_id, people)
         except ChatError as f:
-            who = "you" if declarer == ic else f"<@{ic}>"
+            who = "you" if people == [declarer] else ", ".join("you" if p == declarer else f"<@{p}>" for p in people)
             problems.append(f"{who} could not be invited to the channel ({f.error})")
     try:
         ts = await svc.chat.post(channel_id, views.card_text(inc), views.incident_card(inc))
@@ -114,6 +118,17 @@ async def open_incident(
     return inc.model_copy(update={"card_ts": ts}), problems
 
 
+def invitees(svc: Services, inc: Incident) -> list[str]:
+    """Who is invited at open: the IC; for a private incident also the security seat's holder and
+    the on-call of each of its cells (nobody else can find a private channel to join)."""
+    people = [inc.holder("ic")]
+    if inc.private:
+        # The security seat's holder and the on-call; the seat's user group joins them once seat
+        # eligibility reads groups (DESIGN §11).
+        people += [inc.holder("security"), *(svc.policy.oncall.ic_for(c) for c in inc.cells)]
+    return [p for p in dict.fromkeys(people) if p and p != SYSTEM_ACTOR]
+
+
 async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView | None) -> Outcome:
     try:
         inc, problems = await open_incident(
@@ -125,11 +140,12 @@ async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView 
             products=[cmd.product] if cmd.product else [],
             regions=[cmd.region] if cmd.region else [],
             request_id=req.id,
+            private=cmd.private,
         )
     except NotOpened as e:
         return Outcome(result="error", message=f"{e} (ref `{req.id}`)", audit={"not_opened": str(e)})
     due = f" First update due {hhmm(inc.next_update_due)} UTC." if inc.next_update_due else ""
-    audit = {"incident_channel": inc.channel_id, "sev": inc.sev, "cells": inc.cells}
+    audit = {"incident_channel": inc.channel_id, "sev": inc.sev, "cells": inc.cells, "private": inc.private}
     if problems:
         # Still ok: the incident exists, so its timers and audit belong to it like any other.
         return Outcome(
@@ -138,8 +154,13 @@ async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView 
             incident_id=inc.id,
             audit={**audit, "problems": problems},
         )
+    private = (
+        " The channel is private: invite who needs it; the stakeholder channel hears only your own updates."
+        if inc.private
+        else ""
+    )
     return Outcome(
-        message=f"Declared {inc.id} (SEV{inc.sev}) in <#{inc.channel_id}>; you are IC.{due}",
+        message=f"Declared {inc.id} (SEV{inc.sev}) in <#{inc.channel_id}>; you are IC.{due}{private}",
         incident_id=inc.id,
         audit=audit,
     )
@@ -228,8 +249,13 @@ async def _set_status(svc: Services, req: Request, inc: Incident, new: St) -> Ou
     tail = f" Still answered here: {after_resolve(svc)}." if new is St.resolved else " Reminders stop; keep watching."
     warn = await announce(svc, inc.id, f":large_green_circle: {inc.id} marked *{new.value}* by <@{req.actor}>.{tail}")
     warn2 = await refresh_card(svc, inc.id)
+    lines: list[str] = []
+    if new is St.resolved:
+        # What it leaves behind: requests that never ran are cancelled, levers in force listed (levers/resolve.py).
+        for close in svc.registry.hooked(ON_RESOLVE):
+            lines += await close(svc, inc, req.actor)
     return Outcome(
-        message=joined(f"{inc.id} is now {new.value}.", warn, warn2),
+        message="\n".join([joined(f"{inc.id} is now {new.value}.", warn, warn2), *lines]),
         audit={"status_from": change.before, "status_to": new.value},
     )
 

@@ -228,3 +228,18 @@ local result = cjson.encode({fired = fired, cleared = cleared})
 redis.call('SET', KEYS[3], result, 'EX', ARGV[2])
 return {1, result}
 """
+
+# KEYS: incident hash. ARGV: cell. -> 1 added, 0 already in scope, -2 resolved, -3 missing.
+# The cells are a JSON list (never empty after an add, so cjson's {} for an empty table never shows).
+SCOPE_ADD = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return -3 end
+if st == 'resolved' then return -2 end
+local raw = redis.call('HGET', KEYS[1], 'cells')
+local cells = {}
+if raw and raw ~= '' and raw ~= '[]' and raw ~= '{}' then cells = cjson.decode(raw) end
+for _, c in ipairs(cells) do if c == ARGV[1] then return 0 end end
+cells[#cells + 1] = ARGV[1]
+redis.call('HSET', KEYS[1], 'cells', cjson.encode(cells))
+return 1
+"""

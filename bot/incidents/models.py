@@ -53,6 +53,9 @@ class Incident(BaseModel):
     sev_reason: str | None = None
     # Opened by Alertmanager alerts (bot/signals): their group, a cell or "security:<cell>". None: declared.
     alert_group: str | None = None
+    # A private channel (declare --private, or a security alert): only those invited see it, and
+    # the stakeholder channel hears of it only from the IC's own updates.
+    private: bool = False
     roles: dict[str, RoleHolder] = Field(default_factory=dict)
 
     @property

@@ -101,6 +101,15 @@ class HandoffAccepted(IntEnum):
     SUPERSEDED = -5  # the role changed hands since it was posted; detail: who holds it now
 
 
+class ScopeAdded(IntEnum):
+    """lua.SCOPE_ADD"""
+
+    ADDED = 1
+    ALREADY = 0
+    RESOLVED = -2
+    MISSING = -3
+
+
 class SeatTaken(IntEnum):
     """lua.SEAT_TAKE"""
 
@@ -171,6 +180,7 @@ class IncidentRepo:
         self._handoff_posted = script(redis, lua.HANDOFF_POSTED, deadline=False)  # records a post made
         self._seat_take = script(redis, lua.SEAT_TAKE)
         self._alerts = script(redis, lua.ALERTS_RECORD)
+        self._scope_add = script(redis, lua.SCOPE_ADD)
 
     # Writes go through bot.store.write: deadlined, so none lands after its caller gave up.
 
@@ -254,6 +264,10 @@ class IncidentRepo:
         if change.code is StatusSet.CHANGED and status is Status.resolved:
             await write(self.r, ("SREM", Keys.INCIDENTS_OPEN, inc.id))
         return change
+
+    async def add_cell(self, inc_id: str, cell: str) -> ScopeAdded:
+        """Widen the incident's scope by ``cell`` (atomic; an open incident only)."""
+        return ScopeAdded(int(await self._scope_add(keys=[Keys.incident(inc_id)], args=[cell])))
 
     async def set_role(self, inc_id: str, role: str, user: str, by: str, now: float) -> bool:
         return bool(await self._role(keys=[Keys.roles(inc_id), Keys.tenure(inc_id)], args=[role, user, by, now]))

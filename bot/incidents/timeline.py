@@ -35,6 +35,17 @@ def declared(d: Declared, by: str) -> str:
     return f"Declared by {by} as SEV{sev}" + (f" ({cells})" if cells else "")
 
 
+class ScopeWidened(CommandDetail):
+    cell: str | None = None
+    cells_after: tuple[str, ...] = ()
+
+
+def scope_widened(d: ScopeWidened, by: str) -> str | None:
+    if d.cell is None:
+        return None  # already in scope: nothing changed
+    return f"Scope widened to {code(d.cell)} by {by} (cells: {', '.join(code(c) for c in d.cells_after)})"
+
+
 class SevArgs(_Args):
     reason: str = ""
 

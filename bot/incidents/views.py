@@ -38,6 +38,8 @@ def incident_card(inc: Incident) -> Card:
         ctx = [f"opened by Firebreak from Alertmanager alerts at {hhmm(inc.declared_at)} UTC"]
     else:
         ctx = [f"declared by <@{inc.declared_by}> at {hhmm(inc.declared_at)} UTC"]
+    if inc.private:
+        ctx.append("private: only those invited see this channel; stakeholders hear only the IC's updates")
     if public:
         ctx.append(f"public scope: {public}")
     if inc.sev_reason:

@@ -53,6 +53,7 @@ async def _open(svc: Services, req: Request, cmd: Alerts) -> Outcome:
             number=number,
             by=SYSTEM_ACTOR,
             alert_group=cmd.group,
+            private=cmd.security,  # a security alert's incident is private (DESIGN §11)
         )
     except (NotOpened, Refusal) as e:
         # Nothing is open (a channel made on the way is archived, orphans.py): the job tries again.

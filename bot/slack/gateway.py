@@ -143,13 +143,16 @@ class SlackGateway:
             raise _refused(method, exc, expected) from None
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
-    async def create_channel(self, base_name: str) -> tuple[str, str]:
+    async def create_channel(self, base_name: str, private: bool = False) -> tuple[str, str]:
         """Create a channel; on name_taken try -2, -3, … (ids stay unique anyway)."""
         for attempt in range(1, 6):
             suffix = "" if attempt == 1 else f"-{attempt}"
             name = base_name[: 80 - len(suffix)] + suffix
             try:
-                data = await self._call("conversations.create", _NAME_TAKEN, params={"name": name})
+                params: dict[str, Any] = {"name": name}
+                if private:
+                    params["is_private"] = "true"
+                data = await self._call("conversations.create", _NAME_TAKEN, params=params)
             except ChatError as f:
                 if f.error == "name_taken":
                     continue

@@ -33,7 +33,7 @@ REVISION = "rollout.argoproj.io/revision"
 POD_HASH = "rollouts-pod-template-hash"  # the label Argo Rollouts puts on the ReplicaSets it owns
 IN_FLIGHT_PHASES = ("Progressing", "Paused", "Degraded")
 # Lever requests that never touched the cluster.
-NOT_CHANGES = (LeverState.planned, LeverState.denied, LeverState.expired, LeverState.stale)
+NOT_CHANGES = (LeverState.planned, LeverState.denied, LeverState.expired, LeverState.stale, LeverState.cancelled)
 ITEM_MAX = 240  # characters of one item from the cluster (an event message, an image list)
 
 

@@ -162,8 +162,8 @@ async def test_a_declare_whose_process_died_before_the_save_has_its_channel_arch
 async def test_a_declare_that_lost_its_store_right_after_the_channel_archives_it_at_once(app, own_redis):
     after = app.services.chat.create_channel
 
-    async def created_then_store_dies(name):
-        made = await after(name)
+    async def created_then_store_dies(name, private=False):
+        made = await after(name, private)
         await asyncio.to_thread(kill, own_redis)
         return made
 

@@ -115,6 +115,7 @@ class SlackEmulator:
             "conversations.invite": self._conv_invite,
             "conversations.join": self._conv_join,
             "conversations.info": self._conv_info,
+            "conversations.list": self._conv_list,
             "conversations.history": self._conv_history,
             "conversations.archive": self._conv_archive,
             "chat.postMessage": self._post_message,
@@ -163,8 +164,15 @@ class SlackEmulator:
         return f"{self.base_url}/api/"
 
     # setup helpers --------------------------------------------------------
-    def add_channel(self, name: str, members=(), bot_member: bool = True, channel_id: str | None = None) -> str:
-        return self.state.add_channel(name, members, bot_member, channel_id).id
+    def add_channel(
+        self,
+        name: str,
+        members=(),
+        bot_member: bool = True,
+        channel_id: str | None = None,
+        is_private: bool = False,
+    ) -> str:
+        return self.state.add_channel(name, members, bot_member, channel_id, is_private).id
 
     def add_user(self, user_id: str, name: str | None = None, real_name: str | None = None, **extra) -> None:
         self.users[user_id] = {"name": name, "real_name": real_name, **extra}
@@ -390,7 +398,7 @@ class SlackEmulator:
         }
 
     def _conv_create(self, args: dict) -> dict:
-        ch = self.state.create_channel(args.get("name", ""))
+        ch = self.state.create_channel(args.get("name", ""), is_private=_flag(args.get("is_private")))
         self._emit(Event("channel", ch.id, ch.name))
         return {"ok": True, "channel": ch.to_api()}
 
@@ -409,7 +417,9 @@ class SlackEmulator:
         return {"ok": True, "channel": ch.to_api()}
 
     def _conv_join(self, args: dict) -> dict:
-        ch = self.state.channel(args.get("channel"))
+        ch = self.state.visible_channel(args.get("channel"))
+        if ch.is_private:  # Slack: a private channel is joined only by invitation
+            raise SlackError("method_not_supported_for_channel_type")
         body: dict[str, Any] = {"ok": True}
         if ch.bot_member:
             body["warning"] = "already_in_channel"
@@ -420,7 +430,25 @@ class SlackEmulator:
         return body
 
     def _conv_info(self, args: dict) -> dict:
-        return {"ok": True, "channel": self.state.channel(args.get("channel")).to_api()}
+        return {"ok": True, "channel": self.state.visible_channel(args.get("channel")).to_api()}
+
+    def _conv_list(self, args: dict) -> dict:
+        """As Slack: `types` (default public_channel) picks public and/or private channels; a private
+        channel is listed only to a member; archived ones only without exclude_archived."""
+        types = {t.strip() for t in str(args.get("types") or "public_channel").split(",") if t.strip()}
+        unknown = types - {"public_channel", "private_channel", "mpim", "im"}
+        if unknown:
+            raise SlackError("invalid_types")
+        skip_archived = _flag(args.get("exclude_archived"))
+        listed = [
+            ch.to_api()
+            for ch in self.state.channels.values()
+            if not ch.id.startswith("D")
+            and ("private_channel" if ch.is_private else "public_channel") in types
+            and (ch.bot_member or not ch.is_private)
+            and not (skip_archived and ch.archived)
+        ]
+        return {"ok": True, "channels": listed, "response_metadata": {"next_cursor": ""}}
 
     def _conv_history(self, args: dict) -> dict:
         """As Slack: the channel's top-level messages (thread replies are left out), newest first,

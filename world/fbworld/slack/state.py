@@ -36,13 +36,16 @@ class Channel:
     bot_member: bool = True
     archived: bool = False
     is_general: bool = False
+    # A private channel: seen, joined and posted to only by its members (the bot included).
+    is_private: bool = False
 
     def to_api(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "name": self.name,
-            "is_channel": True,
-            "is_private": False,
+            "is_channel": not self.is_private,
+            "is_group": self.is_private,
+            "is_private": self.is_private,
             "is_archived": self.archived,
             "is_general": self.is_general,
             "is_member": self.bot_member,
@@ -225,20 +228,29 @@ class SlackState:
         return f"{prefix}{self._tag}{next(self._id_counter):08d}"
 
     # channels ---------------------------------------------------------
-    def create_channel(self, name: str, members=(), bot_member: bool = True) -> Channel:
+    def create_channel(self, name: str, members=(), bot_member: bool = True, is_private: bool = False) -> Channel:
         if not name or not _NAME_RE.match(name):
             raise SlackError("invalid_name_specials")
         if self.find_by_name(name):
             raise SlackError("name_taken")
-        ch = Channel(id=self.next_id("C"), name=name, members=list(members), bot_member=bot_member)
+        ch = Channel(
+            id=self.next_id("C"), name=name, members=list(members), bot_member=bot_member, is_private=is_private
+        )
         if bot_member and BOT_USER_ID not in ch.members:
             ch.members.append(BOT_USER_ID)
         self.channels[ch.id] = ch
         self.messages[ch.id] = []
         return ch
 
-    def add_channel(self, name: str, members=(), bot_member: bool = True, channel_id: str | None = None) -> Channel:
-        ch = self.create_channel(name, members, bot_member)
+    def add_channel(
+        self,
+        name: str,
+        members=(),
+        bot_member: bool = True,
+        channel_id: str | None = None,
+        is_private: bool = False,
+    ) -> Channel:
+        ch = self.create_channel(name, members, bot_member, is_private)
         if channel_id:
             del self.channels[ch.id], self.messages[ch.id]
             ch.id = channel_id
@@ -268,8 +280,16 @@ class SlackState:
             raise SlackError("channel_not_found")
         return found
 
-    def writable_channel(self, channel: str | None) -> Channel:
+    def visible_channel(self, channel: str | None) -> Channel:
+        """A channel as the bot may see it: Slack answers channel_not_found for a private channel
+        the caller is not in, as if it did not exist."""
         ch = self.channel(channel)
+        if ch.is_private and not ch.bot_member:
+            raise SlackError("channel_not_found")
+        return ch
+
+    def writable_channel(self, channel: str | None) -> Channel:
+        ch = self.visible_channel(channel)
         if not ch.bot_member:
             raise SlackError("not_in_channel")
         return ch
@@ -318,6 +338,8 @@ class SlackState:
         if ch.archived:
             raise SlackError("is_archived")
         if user not in ch.members:
+            if ch.is_private:  # nobody walks into a private channel: they are invited
+                raise SlackError("not_in_channel")
             ch.members.append(user)
         msg = Message(ts=self.next_ts(), channel=ch.id, text=text, user=user)
         self.messages[ch.id].append(msg)

@@ -99,6 +99,27 @@ async def test_create_channel_rules(fake, client):
 
 
 @pytest.mark.asyncio
+async def test_private_channels_are_for_members_only(fake, client):
+    made = (await client.conversations_create(name="inc-sec", is_private=True))["channel"]
+    assert (made["is_private"], made["is_channel"], made["is_group"]) == (True, False, True)
+    await client.conversations_invite(channel=made["id"], users="U1")
+    assert fake.channel(made["id"]).members == ["UBOT", "U1"]
+    # Nobody walks in: joining is by invitation only, and a non-member cannot post.
+    assert await api_error(client.conversations_join(channel=made["id"])) == "method_not_supported_for_channel_type"
+    with pytest.raises(Exception, match="not_in_channel"):
+        fake.state.user_message(made["id"], "U2", "let me in")
+    # A private channel the bot is not in does not exist for it: not listed, not seen, not joined.
+    hidden = fake.add_channel("hr-private", members=["U3"], bot_member=False, is_private=True)
+    for call in (client.conversations_info, client.conversations_join, client.conversations_history):
+        assert await api_error(call(channel=hidden)) == "channel_not_found"
+    assert await api_error(client.chat_postMessage(channel=hidden, text="hi")) == "channel_not_found"
+    public = [c["name"] for c in (await client.conversations_list())["channels"]]
+    both = [c["name"] for c in (await client.conversations_list(types="public_channel,private_channel"))["channels"]]
+    assert "inc-sec" not in public and "hr-private" not in public
+    assert "inc-sec" in both and "hr-private" not in both
+
+
+@pytest.mark.asyncio
 async def test_invite_join_info_users(fake, client):
     cid = fake.add_channel("ops", members=["U1"], bot_member=False)
     assert await api_error(client.conversations_invite(channel=cid, users="U2")) == "not_in_channel"

@@ -1,0 +1,66 @@
+"""`/incident scope add <cell>`: the IC widens the incident to another cell (DESIGN §2).
+
+A lever acts only inside the incident's cells (levers/scope.py), so this is the one way to reach
+another cell. The cell must be one Firebreak knows (a kube context or a cell of the levers policy:
+the KNOWN_CELLS providers); the fleet context is no cell (its levers always need approval). The
+change is one Lua step (an open incident only), audited by the executor, and shown on the card.
+"""
+
+from __future__ import annotations
+
+from bot.core.hooks import KNOWN_CELLS
+from bot.core.request import Outcome, Refusal, Request
+from bot.core.services import Services
+from bot.incidents.commands import ScopeAdd
+from bot.incidents.models import Incident
+from bot.incidents.posts import announce, joined, refresh_card
+from bot.incidents.store import ScopeAdded, repo
+
+
+async def _known(svc: Services) -> list[str] | None:
+    """Every cell some provider knows; None when none of them could tell."""
+    found: list[str] | None = None
+    for provider in svc.registry.hooked(KNOWN_CELLS):
+        cells = await provider(svc)
+        if cells is not None:
+            found = [*(found or []), *cells]
+    return list(dict.fromkeys(found)) if found is not None else None
+
+
+async def scope_add(svc: Services, req: Request, cmd: ScopeAdd, inc: Incident) -> Outcome:
+    cell = cmd.cell
+    if cell in inc.cells:
+        return Outcome(message=f"{cell} is already in {inc.id}'s scope ({', '.join(inc.cells)}); nothing changed.")
+    fleet = svc.policy.levers.fleet_context
+    if cell in (fleet, "fleet"):
+        raise Refusal(
+            f"`{cell}` is the fleet context, not a cell: its levers work from any incident and always need "
+            "the IC's approval. Nothing changed."
+        )
+    known = await _known(svc)
+    if known is None:
+        raise Refusal(
+            "Firebreak knows no cells to check that against (KUBECONFIG unset, no `cells` in policies/levers.yaml); "
+            "nothing changed."
+        )
+    if cell not in known:
+        raise Refusal(
+            f"`{cell}` is not a cell Firebreak knows (cells: {', '.join(sorted(known)) or 'none'}); nothing changed."
+        )
+    code = await repo(svc).add_cell(inc.id, cell)
+    if code is ScopeAdded.ALREADY:
+        return Outcome(message=f"{cell} is already in {inc.id}'s scope; nothing changed.")
+    if code is not ScopeAdded.ADDED:
+        raise Refusal(f"{inc.id} is resolved; its scope no longer changes.")
+    after = [*inc.cells, cell]
+    warn = await announce(
+        svc,
+        inc.id,
+        f":round_pushpin: <@{req.actor}> widened {inc.id}'s scope to {cell} (cells: {', '.join(after)}). "
+        "Levers may now act there.",
+    )
+    warn2 = await refresh_card(svc, inc.id)
+    return Outcome(
+        message=joined(f"{inc.id}'s scope is now {', '.join(after)}.", warn, warn2),
+        audit={"cell": cell, "cells_before": inc.cells, "cells_after": after},
+    )
