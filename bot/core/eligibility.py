@@ -26,7 +26,7 @@ from bot.chat import Chat, ChatError, UserGroup
 from bot.clock import Clock
 from bot.core.services import Services
 from bot.policy import PolicyError
-from bot.policy.eligible import ANYONE, ONCALL, kind
+from bot.policy.eligible import ANYONE, ONCALL, is_group, kind
 from bot.policy.oncall import OncallPolicy
 from bot.policy.roles import title
 from bot.policy.sections import Policy
@@ -129,6 +129,22 @@ class Eligibility:
         for seat, groups in wanted.items():
             out[seat] = self._verdict(user, seat, groups, found, cells, oncall)
         return out
+
+    async def seated_people(self, seat: str, cells: Sequence[str]) -> set[str]:
+        """Everyone eligible for ``seat`` by name: its user ids, the members of its groups and, with
+        ``oncall``, the cells' on-call (``anyone`` names nobody). A group Slack did not answer for
+        is left out and logged: inviting fewer people is safe, refusing the declare is not."""
+        entries = self.policy.roles.of(seat)
+        people = {e for e in entries if kind(e) == "user"}
+        if ONCALL in entries:
+            people |= on_call(self.policy.oncall, cells)
+        groups = [e for e in entries if is_group(e)]
+        for entry, got in (await self._lookup(groups) if groups else {}).items():
+            if isinstance(got, Group) and got.state == "ok":
+                people |= got.members
+            else:
+                log.warning("seat_members_unknown", seat=seat, group=entry)
+        return people
 
     def _verdict(
         self,

@@ -7,6 +7,7 @@ from redis.exceptions import RedisError
 from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.authz import after_resolve
+from bot.core.eligibility import eligibility
 from bot.core.hooks import ON_RESOLVE, STATUS_LINE
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
@@ -96,7 +97,7 @@ async def open_incident(
         # Saved or not, it can't be told now; the repair of this request decides once the store is back.
         raise NotOpened(orphans.unsure(inc.id, channel_id)) from None
     problems: list[str] = []
-    people = invitees(svc, inc)
+    people = await invitees(svc, inc)
     if people:
         try:
             await svc.chat.invite(channel_id, people)
@@ -118,14 +119,14 @@ async def open_incident(
     return inc.model_copy(update={"card_ts": ts}), problems
 
 
-def invitees(svc: Services, inc: Incident) -> list[str]:
-    """Who is invited at open: the IC; for a private incident also the security seat's holder and
-    the on-call of each of its cells (nobody else can find a private channel to join)."""
+async def invitees(svc: Services, inc: Incident) -> list[str]:
+    """Who is invited at open: the IC; for a private incident also the security seat's holder, the
+    people eligible for the security seat (its groups' members, roles.yaml) and the on-call of each
+    of its cells: nobody else can find a private channel to join."""
     people = [inc.holder("ic")]
     if inc.private:
-        # The security seat's holder and the on-call; the seat's user group joins them once seat
-        # eligibility reads groups (DESIGN §11).
-        people += [inc.holder("security"), *(svc.policy.oncall.ic_for(c) for c in inc.cells)]
+        security = sorted(await eligibility(svc).seated_people("security", inc.cells))
+        people += [inc.holder("security"), *security, *(svc.policy.oncall.ic_for(c) for c in inc.cells)]
     return [p for p in dict.fromkeys(people) if p and p != SYSTEM_ACTOR]
 
 

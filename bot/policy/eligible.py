@@ -41,9 +41,9 @@ def is_group(entry: str) -> bool:
 
 
 def _entry(v: str) -> str:
-    if v in (ANYONE, ONCALL) or _HANDLE.match(v) or _GROUP_ID.match(v) or _USER_ID.match(v):
+    if v in (ANYONE, ONCALL) or _HANDLE.fullmatch(v) or _GROUP_ID.fullmatch(v) or _USER_ID.fullmatch(v):
         return v
-    bare = _HANDLE.match("@" + v.lower())
+    bare = _HANDLE.fullmatch("@" + v.lower())
     hint = f'; a user group is written with its @ and quoted: "@{v.lower()}"' if bare else ""
     raise ValueError(
         f'{v!r} is not a seat entry: a user group handle ("@ml-oncall"), a group id (S0123ABCD), '

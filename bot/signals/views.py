@@ -80,8 +80,8 @@ def opened_head(inc_id: str, cell: str, ic: str | None, security: bool) -> str:
         return f":pager: {inc_id} opened from Alertmanager. {what}IC: <@{ic}> (on call for {code(cell)})."
     return (
         f":pager: {inc_id} opened from Alertmanager. {what}Nobody is on call for {code(cell)} "
-        "(policies/oncall.yaml), so the IC seat is empty: anyone here can take it with "
-        "`/incident role ic @yourself`."
+        "(policies/oncall.yaml), so the IC seat is empty: whoever policies/roles.yaml makes eligible "
+        "for it can take it with `/incident role ic @yourself`."
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import audit_entries
+from tests.support.harness import audit_entries
+from tests.support.workspace import GROUPS
 
 pytestmark = pytest.mark.stakeholders
 
@@ -15,7 +16,8 @@ async def test_a_private_declare_makes_a_private_channel_and_tells_no_stakeholde
     assert out.startswith("Declared INC-1 (SEV2)") and "The channel is private" in out, out
     inc = await app.incident("INC-1")
     ch = app.slack.channel(inc.channel_id)
-    assert inc.private and ch.is_private and ch.members == ["UBOT", "U_IC"]
+    # The IC and the security seat's group (roles.yaml: @ml-security) are invited, nobody else.
+    assert inc.private and ch.is_private and set(ch.members) == {"UBOT", "U_IC", *GROUPS["ml-security"]}
     [declared] = [e for e in await audit_entries(app, "INC-1") if e["action"] == "command.declare"]
     assert declared["detail"]["private"] is True
 

@@ -7,7 +7,7 @@ import pytest
 
 from fbworld.kube import write_kubeconfig
 from levers.store import lever_store
-from tests.levers.helpers import OPS, patches, say
+from tests.support.levers import OPS, patches, say
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ fleet-wide is decided by the API server a context reaches, not by the context's 
 from __future__ import annotations
 
 from levers.store import lever_store
-from tests.conftest import audit_entries
-from tests.levers.helpers import OPS, patches, say
+from tests.support.harness import audit_entries
+from tests.support.levers import OPS, patches, say
 
 HOLD_EAST1 = "lever kueue-hold research-h100 --cell us-east-1"
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import RunningApp, start_app
-from tests.signals.helpers import CELL_A, ONCALL_A, TOKEN, incidents, payload, policy_dir, post, settle, texts, wire
+from tests.support.harness import RunningApp, start_app
+from tests.support.workspace import GROUPS
+from tests.support.signals import CELL_A, ONCALL_A, TOKEN, incidents, payload, policy_dir, post, settle, texts, wire
 
 
 @pytest.fixture
@@ -38,7 +39,8 @@ async def test_a_security_alert_opens_a_private_channel_and_tells_no_stakeholder
     [line] = await settle(app, lambda: _some(texts(app, app.security)))
     assert inc.private and inc.holder("ic") == ONCALL_A
     ch = app.slack.channel(inc.channel_id)
-    assert ch.is_private and ch.members == ["UBOT", ONCALL_A]
+    # Invited: the on-call IC and everyone the security seat's group holds (roles.yaml: @ml-security).
+    assert ch.is_private and set(ch.members) == {"UBOT", ONCALL_A, *GROUPS["ml-security"]}, ch.members
     [create] = app.slack.calls_to("conversations.create")
     assert create.args["is_private"] == "true"
     # Someone not invited can neither see nor join it.
