@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.harness import RunningApp, start_app
-from tests.support.workspace import GROUPS
 from tests.support.signals import CELL_A, ONCALL_A, TOKEN, incidents, payload, policy_dir, post, settle, texts, wire
+from tests.support.workspace import GROUPS
 
 
 @pytest.fixture
