@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from fbworld.slack import FakeSlack, SlackSender
+from tests.support import workspace
 
 REPO = Path(__file__).resolve().parents[3]
 SECRET = "reliability-signing-secret"
@@ -230,7 +231,9 @@ async def channel_of(redis_url: str, incident: str) -> str:
 
 async def start_pair(slack: FakeSlack, redis_url: str, **env: str) -> Pair:
     """Two replicas on the same Redis, Slack and (through ``env``: KUBECONFIG, FIREBREAK_POLICY_DIR,
-    …) API servers, started side by side."""
+    …) API servers, started side by side. ``slack`` gets the test workspace's user groups (its own,
+    if the test made some): each replica's start checks the policy's groups against them."""
+    workspace.seed(slack)
     common = {
         "SLACK_API_URL": slack.api_url,
         "REDIS_URL": redis_url,
