@@ -145,6 +145,7 @@ async def test_kubectl_reads_the_demo_fleet_with_the_kubeconfig_the_banner_names
         await _run(c, out, "/incident lever kueue-hold research-h100")
         proc = await asyncio.create_subprocess_exec(
             kubectl(), "--kubeconfig", str(c.fleet.kubeconfig), "--context", "us-east-1",
+            "--cache-dir", str(c.fleet.kubeconfig.parent / ".kube-cache"),
             "get", "clusterqueue", "research-h100", "-o", "jsonpath={.spec.stopPolicy}",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip

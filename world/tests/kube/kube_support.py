@@ -53,6 +53,10 @@ async def kubectl(kubeconfig: Path, context: str, *args: str) -> tuple[int, str,
         str(kubeconfig),
         "--context",
         context,
+        # Discovery cached per kubeconfig, not in ~/.kube/cache by host:port: test servers reuse
+        # ports, and a cache from another server's API versions makes kubectl ask for the wrong one.
+        "--cache-dir",
+        str(kubeconfig.parent / ".kube-cache"),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
