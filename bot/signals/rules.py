@@ -9,6 +9,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot.chat import visible
 from bot.ids import CELL_NAME
@@ -126,14 +127,35 @@ def nodes(alerts: Iterable[Alert]) -> list[str]:
     return sorted({n for a in alerts if (n := node_of(a))})
 
 
+def started(starts_at: str) -> datetime | None:
+    """An alert's startsAt (RFC 3339 as Alertmanager sends it, nanoseconds kept to the
+    microsecond), or None when it has none or it is not a time."""
+    try:
+        at = datetime.fromisoformat(starts_at.strip())
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None  # Alertmanager always sends a zone
+
+
+def later_episode(a: Alert, old: AlertRecord) -> bool:
+    """Is ``a`` a later firing of the alert ``old`` recorded? Alertmanager keeps an alert's
+    startsAt while it fires (its repeats carry the same one) and gives the fingerprint a new one
+    when it fires again after resolving, so a later startsAt is a new episode, whether or not its
+    resolve ever reached the incident that recorded ``old``."""
+    new, was = started(a.starts_at), started(old.starts_at)
+    return new is not None and was is not None and new > was
+
+
 def unseen_elsewhere(alerts: Sequence[Alert], earlier: Mapping[str, AlertRecord]) -> list[Alert]:
-    """Drop what belongs to the group's previous (resolved) incident: an alert still firing there,
-    or one resolving that it knew. A repeat of a still-firing alert after people resolved its
-    incident opens nothing; an alert that resolved and fires again does."""
+    """Drop what belongs to the group's previous (resolved) incident: an episode of an alert it
+    recorded (same startsAt or older), still firing or resolving late. A repeat of a still-firing
+    alert after people resolved its incident opens nothing; an alert that fires again (resolved
+    there, or a later startsAt: a resolve that came after the incident was resolved is not
+    recorded there) does, and that episode's own resolve goes to the incident it fed."""
     keep = []
     for a in alerts:
         old = earlier.get(a.fingerprint)
-        if old is None or (a.status == "firing" and old.status == "resolved"):
+        if old is None or later_episode(a, old) or (a.status == "firing" and old.status == "resolved"):
             keep.append(a)
     return keep
 

@@ -214,3 +214,48 @@ async def test_resolved_alerts_go_on_the_timeline_and_people_resolve_the_inciden
     await am.resolve_alerts(alerts[2:])
     await settle(app, lambda: _summaries_n(app, inc.channel_id, 3))
     assert (await app.incident(inc.id)).status.value == "active"
+
+
+async def test_an_alert_that_fires_again_after_its_incident_was_resolved_opens_one_and_feeds_it(app, am):
+    """Issue 25: people resolve the incident while the alert still fires; its resolve arrives late
+    (the incident is resolved, so it is not recorded there); then it fires again. Alertmanager
+    gives the same fingerprint a new startsAt: a new episode, which opens an incident, and whose
+    own resolve feeds that incident (not the old one)."""
+    kv = page("KVCacheHigh", CELL_A, node="gpu-a3-0101")
+    await am.post_alerts([kv])
+    [old] = await settle(app, lambda: incidents(app))
+    [first] = (await app.services.incidents.alert_records(old.id)).values()  # type: ignore[attr-defined]
+    assert "resolved" in await app.run("resolved", user=ONCALL_A, channel=old.channel_id)
+
+    await am.resolve_alerts([kv])  # the late resolve: it belongs to the resolved incident
+    await _delivered(app)
+    assert len(await incidents(app)) == 1
+
+    await asyncio.sleep(1.1)  # a startsAt (Alertmanager's "now") after the resolve's endsAt
+    await am.post_alerts([kv])
+    found = await settle(app, lambda: _incidents_n(app, 2))
+    new = found[1]
+    assert new.is_open and new.cells == [CELL_A]
+    [again] = (await app.services.incidents.alert_records(new.id)).values()  # type: ignore[attr-defined]
+    assert again.fingerprint == first.fingerprint and again.starts_at > first.starts_at
+    assert again.status == "firing"
+
+    await am.resolve_alerts([kv])  # this episode's resolve goes to the incident it opened
+    got = await settle(app, lambda: _summaries_n(app, new.channel_id, 2))
+    assert got[1].startswith(":white_check_mark: 1 alert resolved: `KVCacheHigh`"), got[1]
+    [done] = (await app.services.incidents.alert_records(new.id)).values()  # type: ignore[attr-defined]
+    assert done.status == "resolved" and len(await incidents(app)) == 2
+
+
+async def _delivered(app) -> None:
+    """Wait for Alertmanager's next delivery to reach the app (its body waits in Redis for its job),
+    then run the job."""
+    for _ in range(200):
+        if await app.services.redis.keys("fb:signals:delivery:*"):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("Alertmanager delivered nothing")
+    while await app.services.redis.keys("fb:signals:delivery:*"):
+        await app.tick()
+        await asyncio.sleep(0.05)

@@ -160,6 +160,26 @@ async def test_after_people_resolve_it_a_still_firing_alert_opens_nothing_and_a_
     assert len(summaries(app, new.channel_id)) == 1
 
 
+async def test_an_alert_whose_resolve_never_came_opens_an_incident_when_it_fires_again(app):
+    """Issue 25: the same fingerprint with a later startsAt is a new firing (Alertmanager keeps
+    startsAt while an alert fires), even when no resolve for the first one ever arrived."""
+    first = wire("KVCacheHigh", node="gpu-1", starts_at="2026-11-30T03:05:00.123456789Z")
+    await post(app, payload([first]))
+    [inc] = await settle(app, lambda: incidents(app))
+    assert "resolved" in await app.run("resolved", user=ONCALL_A, channel=inc.channel_id)
+
+    again = {**first, "startsAt": "2026-11-30T05:40:00.5Z"}  # same fingerprint, fired again
+    await post(app, payload([again]))
+    found = await settle(app, lambda: _min(incidents(app), 2))
+    [record] = (await app.services.incidents.alert_records(found[1].id)).values()  # type: ignore[attr-defined]
+    assert (record.fingerprint, record.starts_at) == (first["fingerprint"], "2026-11-30T05:40:00.5Z")
+
+    # A repeat of the first episode still belongs to the resolved incident.
+    await post(app, payload([first]))
+    await app.tick()
+    assert len(await incidents(app)) == 2 and len(summaries(app, found[1].channel_id)) == 1
+
+
 async def _min(coro, n):
     got = await coro
     return got if len(got) >= n else None
