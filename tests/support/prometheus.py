@@ -291,6 +291,10 @@ DEFAULT_PODS = ("vllm-0", "vllm-1")
 # dcgm-exporter's err_msg for the XIDs the scenarios use (internal/pkg/collector/xid_errors.go).
 XID_TEXT = {
     0: "No Error",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda",
     48: "Double Bit ECC Error",
     63: "ECC page retirement or row remapping recording event",
     64: "ECC page retirement or row remapper recording failure",
@@ -340,8 +344,12 @@ class CellTriage:
     xid: int = 0  # DCGM_FI_DEV_XID_ERRORS value (0 = none); its err_msg must be in XID_TEXT
     xid_hosts: Sequence[str] | None = None  # hosts showing the XID (default: first host)
     xid_from_minute: float = 0.0  # XID shows from this minute of the window on
+    # Per host, the gauge's values over time: [(from minute, XID), ...] (first from minute 0);
+    # a host named here ignores xid/xid_hosts.
+    xid_history: Mapping[str, Sequence[tuple[float, int]]] = field(default_factory=dict)
     cluster_queue: str = "research-h100"  # kueue_pending_workloads{cluster_queue}
     pending_workloads: float = 0.0  # kueue_pending_workloads{status="active"}
+    inadmissible_workloads: float = 0.0  # kueue_pending_workloads{status="inadmissible"}
     quarantined_nodes: Sequence[str] = ()  # kube_node_spec_taint{key="gpu.corp/quarantine"} = 1
     quarantine_reason: str = "xid-79"  # the taint's value (node-quarantine sets the reason)
     gpu_nodes: Sequence[str] | None = None  # kube_node_labels{label_nvidia_com_gpu_present="true"} (default: hosts)
@@ -497,7 +505,6 @@ def triage_series(
         )
     hosts = list(t.hosts) if t.hosts is not None else [f"gpu-{cell}-0", f"gpu-{cell}-1"]
     xid_hosts = set(t.xid_hosts if t.xid_hosts is not None else hosts[:1])
-    xid_from = start_ts + t.xid_from_minute * 60
     if t.xid not in XID_TEXT:
         raise ValueError(f"XID {t.xid}: add its err_msg from dcgm-exporter's xid_errors.go to XID_TEXT")
     for host in hosts:
@@ -513,15 +520,19 @@ def triage_series(
         }
         # err_code/err_msg follow the value, so a new XID starts a new series (as on a real node).
         xid = t.xid if host in xid_hosts else 0
-        before = [(ts, 0) for ts in ts_list if ts < xid_from] if xid else const(0)
-        after = [(ts, xid) for ts in ts_list if ts >= xid_from] if xid else []
-        for value, points in ((0, before), (xid, after)):
+        history = list(t.xid_history.get(host, [(0.0, 0), (t.xid_from_minute, xid)] if xid else [(0.0, 0)]))
+        for i, (from_minute, value) in enumerate(history):
+            if value not in XID_TEXT:
+                raise ValueError(f"XID {value}: add its err_msg from dcgm-exporter's xid_errors.go to XID_TEXT")
+            lo = start_ts + from_minute * 60
+            hi = start_ts + history[i + 1][0] * 60 if i + 1 < len(history) else math.inf
+            points = [(ts, value) for ts in ts_list if lo <= ts < hi]
             if points:
                 labels = {**gpu, "err_code": str(value), "err_msg": XID_TEXT[value]}
                 out.append(Series("DCGM_FI_DEV_XID_ERRORS", "gauge", labels, points))
     kueue = {"cell": cell, "cluster_queue": t.cluster_queue, "replica_role": "leader"}
     out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "active"}, const(t.pending_workloads)))
-    out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "inadmissible"}, const(0)))
+    out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "inadmissible"}, const(t.inadmissible_workloads)))
     for node in t.quarantined_nodes:
         taint = {"key": "gpu.corp/quarantine", "value": t.quarantine_reason, "effect": "NoSchedule"}
         out.append(Series("kube_node_spec_taint", "gauge", {"cell": cell, "node": node, **taint}, const(1)))

@@ -166,6 +166,7 @@ def test_the_shipped_queries_name_every_row_of_the_design():
         "preemptions",
         "waiting_running",
         "xid_gpus",
+        "xid_app",
         "ecc_dbe",
         "row_remap_pending",
         "quarantined",

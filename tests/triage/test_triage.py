@@ -26,6 +26,15 @@ from tests.support.triage import DEGRADED, HEALTHY, SHIPPED, notes_of, policy_di
 BLIND = "eu-west-9"  # in the incident, but no exporter of it is scraped
 START, MINUTES = T0 - 7200, 240  # history from two hours before T0 to two hours after
 GPU_NODES = [f"gpu-{DEGRADED}-{i}" for i in range(10)]
+# DCGM_FI_DEV_XID_ERRORS of the degraded cell's GPUs: the last XID, held until the next one
+# (minute 120 is T0; the rows look at the hour before it).
+XID_HISTORY = {
+    GPU_NODES[0]: [(0, 0), (100, 79)],  # fell off the bus 20 minutes ago: fatal
+    GPU_NODES[1]: [(0, 13)],  # an application's XID two hours ago, never reset: neither
+    GPU_NODES[2]: [(0, 79)],  # fatal, but two hours ago (quarantine's business now): neither
+    GPU_NODES[3]: [(0, 0), (110, 13)],  # an application's XID 10 minutes ago: application
+    GPU_NODES[4]: [(0, 13), (105, 48)],  # an old application XID, then a double-bit ECC: fatal
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +43,10 @@ def scenario():
         DEGRADED: CellTriage(
             kv_cache_usage=0.97,
             preemptions_per_min=60,  # per pod: 2/s for the cell's two pods
-            xid=79,
-            xid_from_minute=100,  # 20 minutes before T0
+            hosts=GPU_NODES[:5],
+            xid_history=XID_HISTORY,
             pending_workloads=12,
+            inadmissible_workloads=5,  # pending too: Kueue counts them apart (status="inadmissible")
             quarantined_nodes=GPU_NODES[:2],
             gpu_nodes=GPU_NODES,
         ),
@@ -77,7 +87,7 @@ async def triage(app, cells=(DEGRADED, HEALTHY, BLIND)):
 async def test_the_degraded_cell_shows_its_numbers(app, prometheus):
     inc, out, msg = await triage(app)
     table = table_of(msg)
-    assert out == f"Triage for {inc.id} posted in the channel: 11 queries × 3 cells (11 no data).", out
+    assert out == f"Triage for {inc.id} posted in the channel: 12 queries × 3 cells (12 no data).", out
     assert list(table) == [q.title for q in load_policy(SHIPPED).queries.queries]
     expected = {
         "SLO burn 1h (fast)": ("20.0x", "0.100x"),
@@ -85,11 +95,13 @@ async def test_the_degraded_cell_shows_its_numbers(app, prometheus):
         "KV cache (max pod)": ("97.0%", "35.0%"),
         "Preemptions": ("2.00/s", "0/s"),
         "Waiting / running": ("3.00", "0"),
-        "GPUs with an XID": ("1", "0"),
+        # By class, and only what changed in the hour: not every GPU whose gauge is not 0 (5).
+        "GPUs, fatal XID 1h": ("2", "0"),
+        "GPUs, app XID 1h": ("1", "0"),
         "ECC DBE errors 1h": ("2", "0"),
         "Row remap pending": ("1", "0"),
         "Quarantined GPU nodes": ("20.0%", "0%"),
-        "Kueue pending": ("12", "0"),
+        "Kueue pending": ("17", "0"),
     }
     for title, (sick, fine) in expected.items():
         assert table[title] == {DEGRADED: sick, HEALTHY: fine, BLIND: "no data"}, (title, table[title])
@@ -137,12 +149,12 @@ async def test_the_degraded_cell_shows_its_numbers(app, prometheus):
 )
 async def test_a_broken_query_shows_failed_and_an_empty_one_no_data(app):
     inc, out, msg = await triage(app, cells=(DEGRADED, HEALTHY))
-    assert out == f"Triage for {inc.id} posted in the channel: 14 queries × 2 cells (4 failed, 2 no data).", out
+    assert out == f"Triage for {inc.id} posted in the channel: 15 queries × 2 cells (4 failed, 2 no data).", out
     table = table_of(msg)
     assert table["Broken query"] == {DEGRADED: "failed", HEALTHY: "failed"}
     assert table["Empty query"] == {DEGRADED: "no data", HEALTHY: "no data"}
     assert table["Range query"] == {DEGRADED: "failed", HEALTHY: "failed"}
-    assert table["Kueue pending"] == {DEGRADED: "12", HEALTHY: "0"}  # the others still answer
+    assert table["Kueue pending"] == {DEGRADED: "17", HEALTHY: "0"}  # the others still answer
     notes = notes_of(msg)
     # Prometheus's own words for the parse error, once for both cells.
     assert "`failed`: Broken query (us-east-3, us-east-1): Prometheus rejected the query (" in notes
@@ -156,7 +168,7 @@ async def test_a_broken_query_shows_failed_and_an_empty_one_no_data(app):
 )
 async def test_prometheus_down_fails_every_query_by_name(app):
     inc, out, msg = await triage(app, cells=(DEGRADED,))
-    assert out == f"Triage for {inc.id} posted in the channel: 11 queries × 1 cell (11 failed).", out
+    assert out == f"Triage for {inc.id} posted in the channel: 12 queries × 1 cell (12 failed).", out
     assert set(table_of(msg)["TTFT p99"].values()) == {"failed"}
     assert all(v == {DEGRADED: "failed"} for v in table_of(msg).values())
     assert "`failed`: every query: Prometheus can't be reached (ConnectionError)" in notes_of(msg)
@@ -179,8 +191,8 @@ async def test_a_hung_prometheus_fails_every_query_in_time(slack, redis_url, clo
     try:
         started = time.monotonic()
         inc, out, msg = await triage(app, cells=(DEGRADED, HEALTHY))
-        assert out == f"Triage for {inc.id} posted in the channel: 11 queries × 2 cells (22 failed).", out
-        assert time.monotonic() - started < 5  # 22 queries, 16 threads: two waves of half a second at most
+        assert out == f"Triage for {inc.id} posted in the channel: 12 queries × 2 cells (24 failed).", out
+        assert time.monotonic() - started < 5  # 24 queries, 16 threads: two waves of half a second at most
         assert "`failed`: every query: Prometheus did not answer in time (" in notes_of(msg)
     finally:
         await app.stop()
@@ -206,4 +218,4 @@ async def test_anyone_in_the_channel_may_run_it_and_it_is_audited(app):
     entries = [e async for e in app.services.audit.entries(inc.id)]
     (entry,) = [e for e in entries if e["action"] == "command.triage"]
     assert entry["actor"] == "U_ANYONE" and entry["detail"]["result"] == "ok"
-    assert entry["detail"]["cells"] == [DEGRADED] and entry["detail"]["queries"] == 11
+    assert entry["detail"]["cells"] == [DEGRADED] and entry["detail"]["queries"] == 12

@@ -34,7 +34,8 @@ HEALTHY: dict[str, float] = {
     "kv_cache": 0.55,  # 0..1 fraction, fullest engine
     "preemptions": 0.0,  # per second
     "waiting_running": 0.1,  # requests queued per request running
-    "xid_gpus": 0.0,  # count
+    "xid_gpus": 0.0,  # count: GPUs with a fatal XID in the last hour
+    "xid_app": 0.0,  # count: GPUs with an application XID in the last hour
     "ecc_dbe": 0.0,  # count over 1h
     "row_remap_pending": 0.0,  # count
     "quarantined": 0.0,  # fraction of GPU nodes
