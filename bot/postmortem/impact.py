@@ -2,13 +2,17 @@
 
 For each alert attached to the incident, its rule's expression (the `g0.expr` of its
 `generatorURL`, Prometheus's graph link) is evaluated as a range query over the 24 hours before
-its `startsAt`, one point a minute. The start of the LAST continuous run of points at which the
-expression returned any series (a gap of more than one step ends a run) is when that alert's
-condition began. Impact start is the earliest of those, the alerts' `startsAt` and the
-declaration, unless `postmortem impact <time> <evidence>` set it.
+its `startsAt`, one point a minute. Only the series that are the alert's own count: Prometheus
+makes an alert's labels from its series' (without `__name__`) plus the rule's and its external
+labels, so a series whose every label is the alert's is one the alert fired from; another GPU's
+or node's series returned by the same expression is another alert's business. The start of the
+LAST continuous run of points at which the alert's series were present (a gap of more than one
+step ends a run) is when that alert's condition began. Impact start is the earliest of those, the
+alerts' `startsAt` and the declaration, unless `postmortem impact <time> <evidence>` set it.
 
-Alerts that share an expression are evaluated once, up to the earliest `startsAt` among them:
-a later one's run either is the same run or starts after that `startsAt`, so it cannot be earlier.
+Alerts that share an expression are evaluated with one range query (per 24 hours of their
+`startsAt`), each judged on its own series up to its own `startsAt`; the evidence line is the
+earliest run among them.
 
 A run that does not reach `startsAt` (the expression was false there, in this Prometheus) is
 reported and not used: it would date an earlier, unrelated blip. When Prometheus can't be
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import parse_qs, urlsplit
@@ -59,6 +63,7 @@ class Evidence:
     run_end: float | None = None  # …and its last (at or after startsAt when found is run)
     whole_window: bool = False  # true at the first point looked at: it may have begun earlier
     reason: str = ""  # Prometheus's failure, or what is wrong with the URL or startsAt
+    run_to: float | None = None  # the startsAt of the alert whose run this is (None: starts_at)
 
     @property
     def first_true(self) -> float | None:
@@ -68,11 +73,12 @@ class Evidence:
     def sentence(self) -> str:
         """What was found, in one line (Markdown; the expression in a code span)."""
         code = f"`{_code(self.expr)}`" if self.expr else ""
-        started = f"startsAt {hhmm(self.starts_at)}" if self.starts_at is not None else "no startsAt"
+        to = self.run_to if self.run_to is not None else self.starts_at
+        started = f"startsAt {hhmm(to)}" if to is not None else "no startsAt"
         match self.found:
             case Found.run:
-                assert self.run_start is not None and self.starts_at is not None
-                if self.run_start >= self.starts_at:
+                assert self.run_start is not None and to is not None
+                if self.run_start >= to:
                     return f"{code} turned true at its {started}; no earlier run"
                 since = "at least since" if self.whole_window else "since"
                 return f"{code} true {since} {hhmm(self.run_start)} without a break to its {started}" + (
@@ -135,10 +141,21 @@ def window(starts_at: float, step: float = STEP_S) -> tuple[float, float]:
     return end - LOOKBACK_S - step, end
 
 
-def judge(result: Result, starts_at: float, step: float = STEP_S) -> tuple[Found, float | None, float | None, bool]:
-    """(what was found, the last run's start and end, whether it fills the whole window)."""
+def matches(series: Mapping[str, str], alert: Mapping[str, str]) -> bool:
+    """Is ``series`` one the alert with ``alert``'s labels fired from? Its every label (but the
+    metric name, which an alert drops) is the alert's; the alert has more (the rule's, external)."""
+    return all(alert.get(k) == v for k, v in series.items() if k != "__name__")
+
+
+def judge(
+    result: Result, starts_at: float, step: float = STEP_S, labels: Mapping[str, str] | None = None
+) -> tuple[Found, float | None, float | None, bool]:
+    """(what was found, the last run's start and end, whether it fills the whole window): the
+    points of ``window(starts_at)``, of the series that match ``labels`` (None: every series)."""
+    first, last = window(starts_at, step)
     if isinstance(result, Matrix):
-        times = [t for s in result.series for t, _ in s.points]
+        own = [s for s in result.series if labels is None or matches(s.labels, labels)]
+        times = [t for s in own for t, _ in s.points if first - step / 2 <= t <= last + step / 2]
     elif isinstance(result, Vector):  # a range query answers a matrix; anything else is no run
         times = []
     else:
@@ -147,7 +164,6 @@ def judge(result: Result, starts_at: float, step: float = STEP_S) -> tuple[Found
     if run is None:
         return Found.no_series, None, None, False
     start, end = run
-    first, last = window(starts_at, step)
     if end < last - step * 1.5:  # not true at (or a step before) startsAt's point
         return Found.not_true, start, end, False
     return Found.run, start, end, start <= first + step / 2
@@ -155,14 +171,27 @@ def judge(result: Result, starts_at: float, step: float = STEP_S) -> tuple[Found
 
 @dataclass(frozen=True)
 class _Group:
+    """Alerts of one expression whose startsAt lie within LOOKBACK_S of the first: one range query."""
+
     expr: str
-    alertnames: tuple[str, ...]
-    alerts: int
-    starts_at: float
+    members: tuple[tuple[float, AlertRecord], ...]  # (startsAt, alert), earliest first
+
+    @property
+    def alertnames(self) -> tuple[str, ...]:
+        return tuple(sorted({a.alertname for _, a in self.members}))
+
+    @property
+    def starts_at(self) -> float:
+        return self.members[0][0]
+
+    @property
+    def last_starts_at(self) -> float:
+        return self.members[-1][0]
 
 
 def group(alerts: Sequence[AlertRecord]) -> tuple[list[_Group], list[Evidence]]:
-    """Alerts with an expression and a startsAt, by expression; the rest as evidence already."""
+    """Alerts with an expression and a startsAt, by expression (split so that one query spans at
+    most two days); the rest as evidence already."""
     by_expr: dict[str, list[tuple[float, AlertRecord]]] = {}
     done: list[Evidence] = []
     for a in alerts:
@@ -176,15 +205,15 @@ def group(alerts: Sequence[AlertRecord]) -> tuple[list[_Group], list[Evidence]]:
             done.append(Evidence((a.alertname,), 1, expr, None, Found.no_start, reason=why))
         else:
             by_expr.setdefault(expr, []).append((at, a))
-    groups = [
-        _Group(
-            expr,
-            tuple(sorted({a.alertname for _, a in members})),
-            len(members),
-            min(t for t, _ in members),
-        )
-        for expr, members in by_expr.items()
-    ]
+    groups: list[_Group] = []
+    for expr, members in by_expr.items():
+        batch: list[tuple[float, AlertRecord]] = []
+        for m in sorted(members, key=lambda m: (m[0], m[1].fingerprint)):
+            if batch and m[0] - batch[0][0] > LOOKBACK_S:
+                groups.append(_Group(expr, tuple(batch)))
+                batch = []
+            batch.append(m)
+        groups.append(_Group(expr, tuple(batch)))
     return groups, _merge(done)
 
 
@@ -202,12 +231,39 @@ def _merge(items: list[Evidence]) -> list[Evidence]:
     return list(out.values())
 
 
-async def _range(prom: PromQuery, expr: str, starts_at: float, timeout: float) -> Result:
-    first, last = window(starts_at)
+async def _range(prom: PromQuery, g: _Group, timeout: float) -> Result:
+    first, last = window(g.starts_at)[0], window(g.last_starts_at)[1]
     try:
-        return await asyncio.wait_for(prom.query_range(expr, first, last, STEP_S, timeout), timeout + GRACE_S)
+        return await asyncio.wait_for(prom.query_range(g.expr, first, last, STEP_S, timeout), timeout + GRACE_S)
     except TimeoutError:
         return Failed(Why.TIMEOUT, f"waited {timeout:g}s")
+
+
+# Which alert's finding a group's evidence line shows: a run (the earliest), then a not-true run,
+# then none.
+_RANK = {Found.run: 0, Found.not_true: 1, Found.no_series: 2, Found.failed: 3}
+
+
+def _judged(g: _Group, got: Result) -> Evidence:
+    """The group's evidence: each alert judged on its own series up to its own startsAt; the
+    earliest run among them (else the first alert's finding)."""
+    if isinstance(got, Failed):
+        reason = str(got)
+    elif not isinstance(got, Matrix | Vector):
+        reason = f"Prometheus answered a {type(got).__name__.lower()}, not points over time"
+    else:
+        reason = ""
+    best: tuple[tuple[int, float], float, tuple[Found, float | None, float | None, bool]] | None = None
+    for at, a in g.members:
+        found = judge(got, at, labels=a.labels)
+        key = (_RANK[found[0]], found[1] if found[0] is Found.run and found[1] is not None else at)
+        if best is None or key < best[0]:
+            best = (key, at, found)
+    assert best is not None  # a group has at least one alert
+    _, to, (found, start, end, whole) = best
+    return Evidence(
+        g.alertnames, len(g.members), g.expr, g.starts_at, found, start, end, whole, reason, run_to=to
+    )
 
 
 async def evaluate(prom: PromQuery | None, alerts: Sequence[AlertRecord], timeout: float) -> list[Evidence]:
@@ -215,18 +271,12 @@ async def evaluate(prom: PromQuery | None, alerts: Sequence[AlertRecord], timeou
     alertname."""
     groups, evidence = group(alerts)
     if prom is None:
-        evidence += [Evidence(g.alertnames, g.alerts, g.expr, g.starts_at, Found.not_configured) for g in groups]
+        evidence += [
+            Evidence(g.alertnames, len(g.members), g.expr, g.starts_at, Found.not_configured) for g in groups
+        ]
     else:
-        answers = await asyncio.gather(*(_range(prom, g.expr, g.starts_at, timeout) for g in groups))
-        for g, got in zip(groups, answers, strict=True):
-            found, start, end, whole = judge(got, g.starts_at)
-            if isinstance(got, Failed):
-                reason = str(got)
-            elif not isinstance(got, Matrix | Vector):
-                reason = f"Prometheus answered a {type(got).__name__.lower()}, not points over time"
-            else:
-                reason = ""
-            evidence.append(Evidence(g.alertnames, g.alerts, g.expr, g.starts_at, found, start, end, whole, reason))
+        answers = await asyncio.gather(*(_range(prom, g, timeout) for g in groups))
+        evidence += [_judged(g, got) for g, got in zip(groups, answers, strict=True)]
     return sorted(evidence, key=lambda e: (e.starts_at if e.starts_at is not None else math.inf, e.alertnames))
 
 
