@@ -12,6 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from bot.policy.models import Strict
 from bot.policy.roles import ROLES
+from bot.prom.promql import escape
 
 
 class LeverRule(Strict):
@@ -63,8 +64,8 @@ class HeadroomPolicy(Strict):
         return v
 
     def render(self, cell: str) -> str:
-        """The PromQL sent for receiving ``cell``."""
-        return Template(self.query).safe_substitute(cell=cell)
+        """The PromQL sent for receiving ``cell`` (escaped for its double-quoted string)."""
+        return Template(self.query).safe_substitute(cell=escape(cell))
 
 
 class QuarantinePolicy(Strict):

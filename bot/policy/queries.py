@@ -13,6 +13,7 @@ from string import Template
 from pydantic import Field, field_validator, model_validator
 
 from bot.policy.models import Strict
+from bot.prom.promql import escape
 
 # What a triage query may name: `$cell` (the cell, always) and `$taint_key` (the node-quarantine
 # taint key from levers.yaml, so the quarantined fraction follows the lever's own taint).
@@ -43,11 +44,6 @@ def _placeholders(query: str, allowed: tuple[str, ...]) -> str:
     return query
 
 
-def promql_string(value: str) -> str:
-    """``value`` safe inside a PromQL double-quoted string."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 class TriageQuery(Strict):
     name: str  # a short id (snake_case), for logs and the audit
     title: str = Field(min_length=1, max_length=24)  # the table's row label
@@ -70,8 +66,9 @@ class TriageQuery(Strict):
         return v
 
     def render(self, cell: str, taint_key: str) -> str:
-        """The PromQL sent for ``cell`` (triage asks it; the demo's Prometheus knows it by this text)."""
-        return Template(self.query).safe_substitute(cell=cell, taint_key=promql_string(taint_key))
+        """The PromQL sent for ``cell`` (triage asks it; the demo's Prometheus knows it by this text).
+        Values are escaped for the double-quoted strings they sit in (`{cell="$cell"}`)."""
+        return Template(self.query).safe_substitute(cell=escape(cell), taint_key=escape(taint_key))
 
 
 class DemandPolicy(Strict):

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from bot.policy import PolicyError, load_policy
-from bot.policy.queries import Unit, promql_string
+from bot.policy.queries import Unit
+from bot.prom.promql import escape
 from bot.prom import Failed, Matrix, Sample, Scalar, Series, Text, Vector, Why
 from bot.triage import changed, rules, streams
 from bot.triage.rules import Demand, Figure, State, Trend
@@ -83,7 +84,7 @@ def test_the_table_aligns_values_under_their_cell():
 
 
 def test_a_taint_key_cannot_break_out_of_its_promql_string():
-    assert promql_string('a"b\\c') == 'a\\"b\\\\c'
+    assert escape('a"b\\c') == 'a\\"b\\\\c'
 
 
 # --------------------------------------------------------------------------- what changed

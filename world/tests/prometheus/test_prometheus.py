@@ -16,7 +16,7 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.policy import load_policy
-from bot.policy.queries import promql_string
+from bot.prom.promql import escape
 from bot.policy.sections import Policy
 from bot.postmortem import impact
 from bot.prom import Failed, Matrix, Vector, Why
@@ -70,7 +70,7 @@ def prom(demo: DemoPrometheus) -> Prometheus:
 def triage_text(policy: Policy, name: str, cell: str) -> str:
     """A triage query as `/incident triage` sends it (bot/triage/snapshot.py)."""
     q = next(q for q in policy.queries.queries if q.name == name)
-    taint_key = promql_string(policy.levers.node_quarantine.taint_key)
+    taint_key = escape(policy.levers.node_quarantine.taint_key)
     return Template(q.query).safe_substitute(cell=cell, taint_key=taint_key)
 
 

@@ -1,0 +1,11 @@
+"""PromQL text built from values: every cell name, label value or taint key put into a query goes
+through ``escape``, so a value with a quote or a backslash stays inside its string literal (it
+can neither break the query nor add to it)."""
+
+from __future__ import annotations
+
+
+def escape(value: str) -> str:
+    """``value`` safe inside a PromQL double-quoted string (`{cell="<here>"}`): backslash, double
+    quote and line breaks escaped as PromQL's lexer reads them."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
