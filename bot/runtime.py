@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from aiohttp import web
@@ -40,6 +39,7 @@ from bot.slack.gateway import SlackGateway, make_client
 from bot.slack.lane import Lane
 from bot.store import Redis, connect
 from bot.triage import capability as triage
+from bot.version import user_agent
 from levers import capability as levers
 from levers import migrations as lever_migrations
 from levers.catalogue import LEVERS
@@ -112,13 +112,6 @@ def build_services(
     return svc
 
 
-def _version() -> str:
-    try:
-        return metadata.version("firebreak")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
-
-
 def prometheus(settings: Settings) -> Prometheus | None:
     """The app's one Prometheus client, from PROMETHEUS_URL and its CA, credentials and timeout."""
     if not settings.prometheus_url:
@@ -133,7 +126,7 @@ def prometheus(settings: Settings) -> Prometheus | None:
         ca_file=settings.prometheus_ca_file,
         credentials=credentials,
         timeout=settings.prometheus_timeout,
-        user_agent=f"firebreak/{_version()}",
+        user_agent=user_agent(),
     )
 
 

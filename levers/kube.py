@@ -4,6 +4,12 @@ A lever only ever gets the client of its own cell's context, so it cannot
 touch another cell. Every call carries the plan's exact content type; every
 write names the field manager `firebreak`.
 
+KUBECONFIG is read as kubectl reads it: several files joined by `:` are merged
+(the first file to name a cluster, user or context wins; current-context comes
+from the first file that sets it), and a relative file or exec-plugin path
+means one beside the kubeconfig file that names it. Every request carries
+`User-Agent: firebreak/<version>`.
+
 Credentials work as kubectl's do: exec plugins (client.authentication.k8s.io
 ExecCredential), token and tokenFile users. kubernetes_asyncio loads them once
 and never again for an existing client, so this module re-loads the context
@@ -14,8 +20,10 @@ once on a 401, then retries the call.
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import json
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -31,11 +39,17 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config.config_exception import ConfigException
 from kubernetes_asyncio.config.dateutil import parse_rfc3339
 from kubernetes_asyncio.config.exec_provider import ExecProvider
-from kubernetes_asyncio.config.kube_config import FileOrData, KubeConfigLoader
+from kubernetes_asyncio.config.kube_config import (
+    ENV_KUBECONFIG_PATH_SEPARATOR,
+    FileOrData,
+    KubeConfigLoader,
+    KubeConfigMerger,
+)
 
 from bot import logs, metrics
 from bot.core.services import Services
 from bot.redact import scrub_text
+from bot.version import user_agent
 from levers.plan import ApiCall
 
 log = logs.get(__name__)
@@ -101,14 +115,72 @@ class UnknownCell(Exception):
         return f"no kube context `{self.context}` in KUBECONFIG (contexts: {', '.join(self.known) or 'none'})"
 
 
+def kubeconfig_paths(kubeconfig: Path | None) -> list[Path]:
+    """KUBECONFIG's files in order: one path, or several joined by `:` as kubectl takes them."""
+    if kubeconfig is None:
+        return []
+    return [Path(p).expanduser() for p in str(kubeconfig).split(ENV_KUBECONFIG_PATH_SEPARATOR) if p]
+
+
+# The paths kubectl resolves against the directory of the file that names them (client-go's
+# ResolveLocalPaths); an exec command only when it has a directory part (`./bin/x`, not `aws`).
+_LOCAL_PATHS = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
+def _localised(item: str, entry: Any, base: Path) -> Any:
+    """A named entry of one file with its relative paths made absolute against ``base``."""
+    if item not in _LOCAL_PATHS or not isinstance(entry, dict):
+        return entry
+    key, fields = _LOCAL_PATHS[item]
+    out = copy.deepcopy(entry)
+    body = out.get(key)
+    if not isinstance(body, dict):
+        return out
+    for f in fields:
+        v = body.get(f)
+        if isinstance(v, str) and v and not os.path.isabs(v):
+            body[f] = str(base / v)
+    exe = body.get("exec")
+    if isinstance(exe, dict):
+        cmd = exe.get("command")
+        if isinstance(cmd, str) and os.sep in cmd and not os.path.isabs(cmd):
+            exe["command"] = str(base / cmd)
+    return out
+
+
 def read_kubeconfig(kubeconfig: Path | None) -> dict[str, Any]:
-    """The parsed file ({} when absent). Blocking: call it through asyncio.to_thread."""
-    if kubeconfig is None or not Path(kubeconfig).is_file():
+    """The kubeconfig as kubectl reads KUBECONFIG ({} when none of its files exists): the files
+    that exist, merged by kubernetes_asyncio's KubeConfigMerger (the first to name a cluster, user
+    or context wins), current-context from the first file that sets it, and each entry's relative
+    paths made absolute against its own file's directory. Blocking: call it through asyncio.to_thread."""
+    files = []
+    for path in kubeconfig_paths(kubeconfig):
+        if not path.is_file():
+            continue  # kubectl skips a file of the list that does not exist
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if doc is None:
+            continue  # an empty file adds nothing
+        if not isinstance(doc, dict):
+            raise ConfigException(f"the kubeconfig {path} is not a YAML mapping")
+        files.append(path)
+    if not files:
         return {}
-    doc = yaml.safe_load(Path(kubeconfig).read_text(encoding="utf-8")) or {}
-    if not isinstance(doc, dict):
-        raise ConfigException("the kubeconfig is not a YAML mapping")
-    return doc
+    merger = KubeConfigMerger(ENV_KUBECONFIG_PATH_SEPARATOR.join(str(p) for p in files))
+    assert merger.config is not None  # at least one file was loaded
+    merged: dict[str, Any] = {k: v for k, v in merger.config.value.items() if k not in _NAMED}
+    for item in _NAMED:
+        merged[item] = [_localised(item, node.value, Path(node.path).parent) for node in merger.config.value[item]]
+    # The merger lets the last file's current-context win; kubectl takes the first that sets one.
+    merged["current-context"] = next(
+        (str(c["current-context"]) for c in merger.config_files.values() if c.get("current-context")), ""
+    )
+    return merged
+
+
+_NAMED = ("clusters", "contexts", "users")
 
 
 def contexts_of(doc: dict[str, Any]) -> list[str]:
@@ -224,7 +296,9 @@ def _finish(loader: KubeConfigLoader, cfg: Configuration, status: dict[str, Any]
 
 
 async def _configure(kubeconfig: Path, doc: dict[str, Any], context: str) -> Loaded:
-    loader = KubeConfigLoader(config_dict=doc, active_context=context, config_base_path=str(kubeconfig.parent))
+    # read_kubeconfig made every path absolute; the base is only where *-data temp files are named from.
+    base = next(iter(kubeconfig_paths(kubeconfig)), kubeconfig).parent
+    loader = KubeConfigLoader(config_dict=doc, active_context=context, config_base_path=str(base))
     user = loader._user
     status = None
     if not loader.provider and user is not None and "exec" in user:
@@ -246,6 +320,14 @@ async def load_context(kubeconfig: Path, context: str, doc: dict[str, Any] | Non
         return await asyncio.wait_for(_configure(kubeconfig, doc, context), CREDENTIAL_TIMEOUT)
     except _LOAD_ERRORS as e:
         raise credentials_error(context, e) from None
+
+
+def api_client(cfg: Configuration) -> ApiClient:
+    """A session for one context's settings; its requests name Firebreak (`firebreak/<version>`)
+    in the API server's audit log, as kubectl's name kubectl."""
+    api = ApiClient(configuration=cfg)
+    api.user_agent = user_agent()
+    return api
 
 
 def _transport(cfg: Configuration) -> tuple[Any, ...]:
@@ -454,7 +536,7 @@ class CellClient:
             for old in self._retired:
                 await old.close()
             self._retired = [self.api]
-            self.api = ApiClient(configuration=cfg)
+            self.api = api_client(cfg)
         self.expiry = expiry
         self._generation += 1
         log.info("kube_credentials_refreshed", context=self.context, expires=expiry.isoformat() if expiry else None)
@@ -568,7 +650,7 @@ class Kube:
             cfg, expiry = await load_context(kubeconfig, context, doc)
             self._clients[context] = CellClient(
                 context,
-                ApiClient(configuration=cfg),
+                api_client(cfg),
                 self.timeout,
                 reload=lambda: load_context(kubeconfig, context),
                 expiry=expiry,

@@ -255,15 +255,13 @@ def _judged(g: _Group, got: Result) -> Evidence:
         reason = ""
     best: tuple[tuple[int, float], float, tuple[Found, float | None, float | None, bool]] | None = None
     for at, a in g.members:
-        found = judge(got, at, labels=a.labels)
-        key = (_RANK[found[0]], found[1] if found[0] is Found.run and found[1] is not None else at)
+        judged = judge(got, at, labels=a.labels)
+        key = (_RANK[judged[0]], judged[1] if judged[0] is Found.run and judged[1] is not None else at)
         if best is None or key < best[0]:
-            best = (key, at, found)
+            best = (key, at, judged)
     assert best is not None  # a group has at least one alert
     _, to, (found, start, end, whole) = best
-    return Evidence(
-        g.alertnames, len(g.members), g.expr, g.starts_at, found, start, end, whole, reason, run_to=to
-    )
+    return Evidence(g.alertnames, len(g.members), g.expr, g.starts_at, found, start, end, whole, reason, run_to=to)
 
 
 async def evaluate(prom: PromQuery | None, alerts: Sequence[AlertRecord], timeout: float) -> list[Evidence]:
@@ -271,9 +269,7 @@ async def evaluate(prom: PromQuery | None, alerts: Sequence[AlertRecord], timeou
     alertname."""
     groups, evidence = group(alerts)
     if prom is None:
-        evidence += [
-            Evidence(g.alertnames, len(g.members), g.expr, g.starts_at, Found.not_configured) for g in groups
-        ]
+        evidence += [Evidence(g.alertnames, len(g.members), g.expr, g.starts_at, Found.not_configured) for g in groups]
     else:
         answers = await asyncio.gather(*(_range(prom, g, timeout) for g in groups))
         evidence += [_judged(g, got) for g, got in zip(groups, answers, strict=True)]

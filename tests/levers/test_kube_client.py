@@ -5,9 +5,12 @@ field manager and dryRun on the wire, bounded retries, pagination and discovery.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +19,10 @@ import yaml
 
 from fbworld.kube import FAKE_TOKEN, FakeKubeCluster, samples
 from fbworld.kube.kubeconfig import cluster_entry
-from levers.kube import FIELD_MANAGER, Kube, KubeError
+from levers.kube import FIELD_MANAGER, Kube, KubeError, read_kubeconfig
 from levers.plan import JSON_PATCH, MERGE, ApiCall
 from tests.support.harness import audit_entries
-from tests.support.levers import OPS, say
+from tests.support.levers import KUBECTL, OPS, say
 
 PLUGIN = Path(__file__).resolve().parent / "exec_plugin.py"
 CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-h100"
@@ -366,3 +369,99 @@ async def test_a_failing_exec_plugin_refuses_the_pull_clearly(app, cells, tmp_pa
     assert cells.east3.requests == []
     [refused] = [e for e in await audit_entries(app, inc.id) if e["action"] == "command.lever"]
     assert refused["detail"]["result"] == "refused"
+
+
+# ----------------------------------------------------------------- as kubectl (issue 25)
+
+
+async def test_every_request_carries_firebreaks_user_agent(cell, kube, tmp_path):
+    client = await new_kube(kube, cell_config(cell, tmp_path)).client("c")
+    await client.get(CQ)
+    await client.call("PATCH", CQ, MERGE, {"spec": {"stopPolicy": "Hold"}})
+    agent = f"firebreak/{metadata.version('firebreak')}"
+    assert [r.headers.get("User-Agent") for r in cell.requests] == [agent, agent]
+
+
+async def _kubectl_env(kubeconfig: str, *args: str) -> str:
+    """kubectl with KUBECONFIG (several files joined by `:`), the reference for how it is read."""
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        *args,
+        env={**os.environ, "KUBECONFIG": kubeconfig},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+async def test_kubeconfig_with_several_files_is_merged_as_kubectl_merges_it(cell, kube, tmp_path):
+    # The first file to name a cluster, user or context wins; current-context comes from the
+    # first file that sets it; a file in the list that does not exist is skipped.
+    first = _write(
+        tmp_path / "a" / "config",
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "k", "cluster": cluster_entry(cell.url)}],
+            "users": [{"name": "u", "user": {"token": FAKE_TOKEN}}],
+            "contexts": [{"name": "c1", "context": {"cluster": "k", "user": "u"}}],
+        },
+    )
+    second = _write(
+        tmp_path / "b" / "config",
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],  # shadowed by a's
+            "users": [{"name": "u", "user": {"token": "not-the-token"}}],  # shadowed by a's
+            "contexts": [
+                {"name": "c1", "context": {"cluster": "nowhere", "user": "u"}},  # shadowed by a's
+                {"name": "c2", "context": {"cluster": "k", "user": "u"}},
+            ],
+            "current-context": "c2",
+        },
+    )
+    third = _write(tmp_path / "c" / "config", {"apiVersion": "v1", "kind": "Config", "current-context": "c1"})
+    joined = os.pathsep.join([str(first), str(tmp_path / "missing"), str(second), str(third)])
+
+    k = new_kube(kube, Path(joined))
+    names = await _kubectl_env(joined, "config", "get-contexts", "-o", "name")
+    assert sorted(await k.contexts() or []) == sorted(names.split()) == ["c1", "c2"]
+    assert (await _kubectl_env(joined, "config", "current-context")).strip() == "c2"
+    assert read_kubeconfig(Path(joined))["current-context"] == "c2"
+    for context in ("c1", "c2"):  # both reach the cell with a's cluster and a's token
+        client = await k.client(context)
+        assert (await client.get(CQ))["metadata"]["name"] == "research-h100"
+    assert [r.headers.get("Authorization") for r in cell.requests if r.path == CQ] == [f"Bearer {FAKE_TOKEN}"] * 2
+
+
+async def test_an_exec_plugin_path_relative_to_its_kubeconfig_runs_as_kubectl_runs_it(cell, kube, tmp_path):
+    # `command: ./bin/get-token` is relative to the directory of the kubeconfig file that names it
+    # (the second of two here), not to the working directory.
+    token = tmp_path / "exec-token"
+    rotate(token, "token-1", cell)
+    plugin = tmp_path / "b" / "bin" / "get-token"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{PLUGIN}" "$@"\n')
+    plugin.chmod(0o755)
+    first = _write(tmp_path / "a" / "config", {"apiVersion": "v1", "kind": "Config", "current-context": "c"})
+    user = exec_user(token)
+    user["exec"].update(command="./bin/get-token", args=[str(token), "3600"])
+    second = kubeconfig(tmp_path / "b" / "config", {"c": cell.url}, user)
+    joined = os.pathsep.join([str(first), str(second)])
+    assert Path.cwd() != second.parent
+
+    got = await _kubectl_env(joined, "--cache-dir", str(tmp_path / ".kube-cache"), "get", "--raw", CQ)
+    assert json.loads(got)["metadata"]["name"] == "research-h100"  # kubectl ran ./bin/get-token
+    client = await new_kube(kube, Path(joined)).client("c")
+    assert (await client.get(CQ))["metadata"]["name"] == "research-h100"
+    assert runs(token) == 2  # kubectl's run and Firebreak's
+    assert bearer(cell)[-1] == ("Bearer token-1", 200)

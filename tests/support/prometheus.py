@@ -532,7 +532,9 @@ def triage_series(
                 out.append(Series("DCGM_FI_DEV_XID_ERRORS", "gauge", labels, points))
     kueue = {"cell": cell, "cluster_queue": t.cluster_queue, "replica_role": "leader"}
     out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "active"}, const(t.pending_workloads)))
-    out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "inadmissible"}, const(t.inadmissible_workloads)))
+    out.append(
+        Series("kueue_pending_workloads", "gauge", {**kueue, "status": "inadmissible"}, const(t.inadmissible_workloads))
+    )
     for node in t.quarantined_nodes:
         taint = {"key": "gpu.corp/quarantine", "value": t.quarantine_reason, "effect": "NoSchedule"}
         out.append(Series("kube_node_spec_taint", "gauge", {"cell": cell, "node": node, **taint}, const(1)))

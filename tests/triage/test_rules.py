@@ -11,8 +11,8 @@ import yaml
 
 from bot.policy import PolicyError, load_policy
 from bot.policy.queries import Unit
-from bot.prom.promql import escape
 from bot.prom import Failed, Matrix, Sample, Scalar, Series, Text, Vector, Why
+from bot.prom.promql import escape
 from bot.triage import changed, rules, streams
 from bot.triage.rules import Demand, Figure, State, Trend
 from levers.requests import LeverRequest

@@ -16,11 +16,11 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.policy import load_policy
-from bot.prom.promql import escape
 from bot.policy.sections import Policy
 from bot.postmortem import impact
 from bot.prom import Failed, Matrix, Vector, Why
 from bot.prom.connect import Prometheus
+from bot.prom.promql import escape
 from bot.triage import rules, streams
 from fbworld.metrics import FIGURES, HEALTHY, FleetMetrics
 from fbworld.prometheus import NOT_SIMULATED, TOO_MANY_POINTS, DemoPrometheus, format_timestamp, format_value
