@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fbworld.kube import FAKE_TOKEN, FakeKubeCluster, samples
+from fbworld.kube import FAKE_TOKEN, FakeKubeCluster, samples, tls
 from fbworld.kube.kubeconfig import cluster_entry
 from levers.kube import FIELD_MANAGER, Kube, KubeError, read_kubeconfig
 from levers.plan import JSON_PATCH, MERGE, ApiCall
@@ -444,8 +444,8 @@ async def test_kubeconfig_with_several_files_is_merged_as_kubectl_merges_it(cell
 
 
 async def test_an_exec_plugin_path_relative_to_its_kubeconfig_runs_as_kubectl_runs_it(cell, kube, tmp_path):
-    # `command: ./bin/get-token` is relative to the directory of the kubeconfig file that names it
-    # (the second of two here), not to the working directory.
+    # `command: ./bin/get-token` and `certificate-authority: ca.crt` are relative to the directory
+    # of the kubeconfig file that names them (the second of two here), not to the working directory.
     token = tmp_path / "exec-token"
     rotate(token, "token-1", cell)
     plugin = tmp_path / "b" / "bin" / "get-token"
@@ -455,7 +455,9 @@ async def test_an_exec_plugin_path_relative_to_its_kubeconfig_runs_as_kubectl_ru
     first = _write(tmp_path / "a" / "config", {"apiVersion": "v1", "kind": "Config", "current-context": "c"})
     user = exec_user(token)
     user["exec"].update(command="./bin/get-token", args=[str(token), "3600"])
-    second = kubeconfig(tmp_path / "b" / "config", {"c": cell.url}, user)
+    assert cell.url.startswith("https://")
+    (tmp_path / "b" / "ca.crt").write_bytes(tls.pki().ca_pem)  # and the CA file beside it too
+    second = kubeconfig(tmp_path / "b" / "config", {"c": cell.url}, user, cluster={"certificate-authority": "ca.crt"})
     joined = os.pathsep.join([str(first), str(second)])
     assert Path.cwd() != second.parent
 
