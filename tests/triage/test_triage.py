@@ -192,7 +192,9 @@ async def test_a_hung_prometheus_fails_every_query_in_time(slack, redis_url, clo
         started = time.monotonic()
         inc, out, msg = await triage(app, cells=(DEGRADED, HEALTHY))
         assert out == f"Triage for {inc.id} posted in the channel: 12 queries × 2 cells (24 failed).", out
-        assert time.monotonic() - started < 5  # 24 queries, 16 threads: two waves of half a second at most
+        # Bounded, not timed: with no query timeout the triage would hang on the silent port for good.
+        # (Two waves of half a second when the machine is idle; the bound leaves room for a loaded one.)
+        assert time.monotonic() - started < 30
         assert "`failed`: every query: Prometheus did not answer in time (" in notes_of(msg)
     finally:
         await app.stop()
