@@ -78,6 +78,7 @@ _KIND_NAMES: dict[str, tuple[str, ...]] = {
     "ScaledObject": ("scaledobjects", "scaledobject", "so"),
     "Rollout": ("rollouts", "rollout", "ro"),
     "HTTPRoute": ("httproutes", "httproute"),
+    "NodeHealthCheck": ("nodehealthchecks", "nodehealthcheck", "nhc"),
 }
 
 

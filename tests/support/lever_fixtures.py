@@ -34,6 +34,7 @@ def seed_cell(cell: FakeKubeCluster) -> None:
     cell.put(samples.jobset())
     cell.put(samples.pod())
     cell.put(samples.configmap_toolgw())
+    cell.put(samples.node_health_check(pause_requests=["cluster-upgrade-operator"]))
     gpu_nodes(cell)
 
 
