@@ -62,14 +62,15 @@ def _entry(changes: dict[str, Any]) -> str | None:
 
 def _status_note(obj: dict[str, Any]) -> str | None:
     """What the NHC's own status says it watches and is remediating now (only what it reports)."""
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    raw = obj.get("status")
+    status: dict[str, Any] = raw if isinstance(raw, dict) else {}
     parts = []
     if isinstance(status.get("observedNodes"), int):
         healthy = status.get("healthyNodes")
         parts.append(
             f"watches {status['observedNodes']} node(s)" + (f", {healthy} healthy" if isinstance(healthy, int) else "")
         )
-    unhealthy = [u.get("name") for u in status.get("unhealthyNodes") or [] if isinstance(u, dict) and u.get("name")]
+    unhealthy = [str(u["name"]) for u in status.get("unhealthyNodes") or [] if isinstance(u, dict) and u.get("name")]
     if unhealthy:
         shown = ", ".join(unhealthy[:5]) + (", …" if len(unhealthy) > 5 else "")
         parts.append(f"{len(unhealthy)} being remediated now keep going ({quote(shown)})")
