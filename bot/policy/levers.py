@@ -72,6 +72,11 @@ class QuarantinePolicy(Strict):
     max_quarantined_fraction: float = Field(default=0.10, ge=0, le=1)
     gpu_node_selector: str = "nvidia.com/gpu.present=true"
     taint_key: str = "gpu.corp/quarantine"
+    # NoSchedule/NoExecute taints that only dedicate a node to some pods (the GPU pool's own): such a
+    # node still takes work. Every other fence, and a cordon, counts as out for the floor (levers/outofservice.py).
+    dedicated_taints: list[str] = Field(
+        default=["nvidia.com/gpu", "sku", "kubernetes.azure.com/scalesetpriority", "cloud.google.com/gke-spot"]
+    )
 
 
 class KillswitchPolicy(Strict):
