@@ -151,12 +151,12 @@ def causes(node: dict[str, Any], firebreak_key: str, dedicated: Iterable[str]) -
             continue
         value = f"={t['value']}" if t.get("value") else ""
         what = f"taint {key}{value}:{t.get('effect')}"
-        who = _by_key(key, firebreak_key)
-        if who is None and nvsentinel:
-            who = NVSENTINEL
-        if who is None:
-            who = f"{actor_of(taints_owner[0])} (last wrote the taints)" if taints_owner else UNKNOWN
-        out.append(Cause(who, what, _ts(t.get("timeAdded")) or (taints_owner[1] if taints_owner else None)))
+        by = _by_key(key, firebreak_key)
+        if by is None and nvsentinel:
+            by = NVSENTINEL
+        if by is None:
+            by = f"{actor_of(taints_owner[0])} (last wrote the taints)" if taints_owner else UNKNOWN
+        out.append(Cause(by, what, _ts(t.get("timeAdded")) or (taints_owner[1] if taints_owner else None)))
     # Firebreak's own quarantine first (it is the one the lever reasons about), then as found.
     out.sort(key=lambda c: c.who != FIREBREAK)
     return tuple(out)
