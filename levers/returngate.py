@@ -5,8 +5,9 @@ dcgm-exporter reported no node-fatal XID (policy `return_gate.fatal_xids`), no E
 (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL rose) and no row-remap failure (DCGM_FI_DEV_ROW_REMAP_FAILURE) on any of
 its GPUs (told apart by gpu and UUID). What was found is said either way; a failing check, or one
 that could not be made (Prometheus refused or unreachable, no XID series at all for the node), makes
-the undo wait for the IC's approval. Without PROMETHEUS_URL only Ready is checked, and the text says so. ECC and row-remap are not in dcgm-exporter's default counters: a node
-without those series is said to be unchecked there, not failing.
+the undo wait for the IC's approval. Without PROMETHEUS_URL only Ready is checked, and the text says
+so. ECC and row-remap are not in dcgm-exporter's default counters: a node without those series is
+said to be unchecked there, not failing.
 """
 
 from __future__ import annotations
