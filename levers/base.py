@@ -78,6 +78,7 @@ _KIND_NAMES: dict[str, tuple[str, ...]] = {
     "ScaledObject": ("scaledobjects", "scaledobject", "so"),
     "Rollout": ("rollouts", "rollout", "ro"),
     "HTTPRoute": ("httproutes", "httproute"),
+    "NodeHealthCheck": ("nodehealthchecks", "nodehealthcheck", "nhc"),
 }
 
 
@@ -234,6 +235,11 @@ class Lever(ABC):
 
     async def applied(self, ctx: Ctx, plan: Plan) -> None:
         """Bookkeeping after a successful apply (route-weight remembers baseline and step time)."""
+
+    async def undo_check(self, ctx: Ctx, since: float) -> Verified | None:
+        """What to check before an undo (node-quarantine's return gate), applied at `since`; not ok:
+        the undo needs the IC's approval (levers/undo.py). None: this lever's undo needs no check."""
+        return None
 
     async def undone(self, ctx: Ctx) -> None:
         """Bookkeeping after an undo restored the object (node-quarantine frees its floor place)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from levers import outofservice
 from levers.base import Ctx, LeverRefusal
 from levers.store import Reserved, lever_store
 
@@ -52,6 +53,10 @@ def _floor_text(ctx: Ctx, node: str, before: int, after: int, total: int) -> str
     )
 
 
+def _who(found: list[outofservice.OutNode]) -> str:
+    return f" Out now, by who: {outofservice.by_who(found)}." if found else ""
+
+
 async def check_rate(ctx: Ctx) -> None:
     pol = ctx.policy.node_quarantine
     now = ctx.svc.clock.now()
@@ -67,16 +72,14 @@ def check_floor(ctx: Ctx, nodes: list[dict[str, Any]], node: str) -> str:
     """
     pol = ctx.policy.node_quarantine
     names = {n["metadata"]["name"] for n in nodes}
-    out = {
-        n["metadata"]["name"]
-        for n in nodes
-        if any(t.get("key") == pol.taint_key for t in (n.get("spec") or {}).get("taints") or [])
-    }
+    # Every node that can't take work counts, whoever made it so (levers/outofservice.py).
+    found = outofservice.out_of_service(nodes, pol.taint_key, pol.dedicated_taints)
+    out = {o.name for o in found}
     after = out | ({node} & names)
     total = len(names)
     ctx.scratch.update(floor_total=total, floor_out=sorted(out), floor_listed_at=ctx.svc.clock.now())
     if total and len(after) / total > pol.max_quarantined_fraction:
-        _breach(ctx, _floor_text(ctx, node, len(out), len(after), total))
+        _breach(ctx, _floor_text(ctx, node, len(out), len(after), total) + _who(found))
     return f"{len(after)} of {total} GPU nodes in {ctx.cell} quarantined after this"
 
 

@@ -14,6 +14,10 @@ GRANT_USED(svc, inc, record, grant_id, outcome=None): whenever a grant authorize
 undo, whatever came of it: refused, dry run, pending approval, denied, expired, done, failed,
 stale, undone. `outcome` says it in a few words when the record's state doesn't.
 
+UNDO_APPROVAL_REQUESTED(svc, inc, record, requester, grant_id, found) -> ballot id: an undo whose check
+failed (node-quarantine's return gate) waits for approval; bot.approvals opens one ballot per
+request (asked again while it is pending: the same id) and, once approved, runs levers.undo.restore.
+
 RECONCILED(svc, record): a request a dead process left executing or undoing was settled
 (approvals edit the card).
 
@@ -52,6 +56,12 @@ class GrantUsed(Protocol):
     ) -> None: ...
 
 
+class UndoApprovalRequested(Protocol):
+    async def __call__(
+        self, svc: Services, inc: IncidentView, rec: LeverRequest, requester: str, grant_id: str | None, found: str, /
+    ) -> str: ...
+
+
 class Reconciled(Protocol):
     async def __call__(self, svc: Services, rec: LeverRequest, /) -> None: ...
 
@@ -61,6 +71,7 @@ GRANT_PROVIDERS: Hook[GrantProvider] = Hook("levers.grant_provider")
 GRANT_ACTIVE: Hook[GrantActive] = Hook("levers.grant_active")
 GRANT_USED: Hook[GrantUsed] = Hook("levers.grant_used")
 RECONCILED: Hook[Reconciled] = Hook("levers.reconciled")
+UNDO_APPROVAL_REQUESTED: Hook[UndoApprovalRequested] = Hook("levers.undo_approval_requested")
 
 
 async def grant_used(svc: Services, rec: LeverRequest, grant_id: str | None, outcome: str | None = None) -> None:

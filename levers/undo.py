@@ -1,6 +1,9 @@
 """`/incident undo REQ-n`: restore the pre-state a lever captured, exactly.
 
-No approval: restoring is the safe direction. The claim done -> undoing is a
+No approval: restoring is the safe direction, except where the lever's own check before undo
+fails (node-quarantine's return gate, levers/returngate.py: a node that is not Ready or reported a
+fatal XID, ECC or row-remap signal since): then the undo waits for the IC's approval
+(UNDO_APPROVAL_REQUESTED) and nothing changes until it is given. The claim done -> undoing is a
 compare-and-set (so two undos can't both run); if the API refuses, the claim
 is handed back (undoing -> done) and nothing changed; after the restore is
 read back, undoing -> undone. A process dying in between (or losing its store
@@ -23,7 +26,7 @@ from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from levers import authz, hooks, inflight, messages
 from levers.apply import unsure
-from levers.base import Ctx, Lever, LeverRefusal
+from levers.base import Ctx, Lever, LeverRefusal, Verified
 from levers.catalogue import LEVERS
 from levers.commands import Undo
 from levers.context import for_record
@@ -48,13 +51,49 @@ async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Out
     if not lever.reversible:
         await hooks.grant_used(svc, rec, grant, "undo refused: not reversible")
         raise Refusal(f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}.", request=rec.id)
+    checked = None
+    if rec.state is LeverState.done:
+        gate = await _checked(svc, rec, lever)
+        if gate is not None and not gate.ok:
+            return await _needs_approval(svc, inc, rec, req.actor, grant, gate.text)
+        checked = gate.text if gate is not None else None
     try:
-        res = await restore(svc, rec, req.actor, grant)
+        res = await restore(svc, rec, req.actor, grant, checked=checked)
     except LeverRefusal as e:
         raise Refusal(str(e), request=rec.id) from None
     return Outcome(
         result="ok" if res.ok else "error", message=res.message, audit={"request": rec.id, "state": res.state}
     )
+
+
+async def _checked(svc: Services, rec: LeverRequest, lever: Lever) -> Verified | None:
+    """The lever's check before undo (node-quarantine's return gate); one that can't be made fails."""
+    since = rec.finished_at or rec.started_at or rec.created_at
+    try:
+        return await lever.undo_check(await for_record(svc, rec), since)
+    except (KubeError, UnknownCell) as e:
+        why = messages.api_error(e) if isinstance(e, KubeError) else str(e)
+        return Verified(False, f"{rec.target} could not be read to check it ({why})")
+
+
+async def _needs_approval(
+    svc: Services, inc: IncidentView, rec: LeverRequest, actor: str, grant: str | None, found: str
+) -> Outcome:
+    """The check failed: nothing is undone; the IC decides on a card (bot.approvals, UNDO_APPROVAL_REQUESTED)."""
+    asks = svc.registry.hooked(hooks.UNDO_APPROVAL_REQUESTED)
+    if not asks:
+        raise Refusal(
+            f"{rec.label}: not undone: the check of {rec.target} failed ({found}), so returning it needs the IC's "
+            "approval, and this Firebreak runs no approvals; nothing changed.",
+            request=rec.id,
+        )
+    ballot = await asks[0](svc, inc, rec, actor, grant, found)
+    await hooks.grant_used(svc, rec, grant, f"undo waits for approval ({ballot}); nothing changed yet")
+    message = (
+        f"{rec.label}: not returned yet. Checked {rec.target} first: {found}. Returning it over a failing check "
+        f"needs the IC's approval: {ballot} is on the approval card in the channel; nothing changed."
+    )
+    return Outcome(message=message, audit={"request": rec.id, "state": rec.state, "approval": ballot, "found": found})
 
 
 def not_restored(rec: LeverRequest, obj: dict[str, Any]) -> list[str]:
@@ -72,8 +111,18 @@ def _restored(rec: LeverRequest) -> str:
     return ", ".join(parts) or "pre-state restored"
 
 
-async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | None) -> ExecResult:
-    """Put back what `rec` changed; LeverRefusal when it is not `done` (nothing to undo, or already undoing)."""
+async def restore(
+    svc: Services,
+    rec: LeverRequest,
+    actor: str,
+    grant_id: str | None,
+    *,
+    checked: str | None = None,
+    approved_by: str | None = None,
+) -> ExecResult:
+    """Put back what `rec` changed; LeverRefusal when it is not `done` (nothing to undo, or already undoing).
+    `checked`: what the lever's check before undo found (said with the outcome); `approved_by`: who
+    approved an undo over a failing check."""
     store = lever_store(svc)
     now = svc.clock.now()
     await inflight.arm(svc, rec.id, rec.incident, now)  # before the claim, as the executor does
@@ -133,10 +182,14 @@ async def restore(svc: Services, rec: LeverRequest, actor: str, grant_id: str | 
             "resource_version": rv,
             "verified": not left,
             "grant": grant_id,
+            **({"checked": checked} if checked is not None else {}),
+            **({"approved_by": approved_by} if approved_by else {}),
         },
     )
     check = "verified" if not left else f"but read-back differs at {', '.join(left)}"
-    message = f"{rec.label}: undone by <@{actor}> ({read_back}{_restored(rec)}; {check}, rv {rv})."
+    first = f" Checked first: {checked}." if checked else ""
+    over = f", approved by <@{approved_by}> over a failing check" if approved_by else ""
+    message = f"{rec.label}: undone by <@{actor}>{over} ({read_back}{_restored(rec)}; {check}, rv {rv}).{first}"
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id)
     return ExecResult(message, True, LeverState.undone)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.approvals import grants, jobs, lever_side, on_resolve, votes
+from bot.approvals import grants, jobs, lever_side, on_resolve, undo_side, votes
 from bot.approvals.commands import ApprovalSettle, Approve, Breakglass, BreakglassEnd, Deny
 from bot.core.grammar import Spec
 from bot.core.hooks import SCRAPE, STATUS_LINE
@@ -39,6 +39,7 @@ def register(reg: Registry) -> None:
     # What the levers ask of approvals, and the status line.
     reg.add(hooks.APPROVAL_REQUESTED, lever_side.request_approval)
     reg.add(hooks.RECONCILED, lever_side.reconciled)
+    reg.add(hooks.UNDO_APPROVAL_REQUESTED, undo_side.request_undo_approval)
     reg.add(hooks.GRANT_PROVIDERS, lever_side.grant_for)
     reg.add(hooks.GRANT_ACTIVE, lever_side.grant_active)
     reg.add(hooks.GRANT_USED, lever_side.grant_used)

@@ -26,6 +26,9 @@ async def _close(svc: Services, b: Ballot, code: Closed, actor: str, at: str) ->
         line = f":hourglass: Closed at {at} UTC: {b.incident} was resolved before a decision; nothing was changed."
         if b.kind == "lever":
             await lever_side.expired(svc, b, line)
+        elif b.kind == "undo":  # nothing ran; the node stays quarantined
+            await svc.scheduler.cancel(EXPIRE_JOB, b.id)
+            await notify.edit_card(svc, b, line)
         else:
             await svc.scheduler.cancel(EXPIRE_JOB, b.id)
             await notify.edit_card(svc, b, line)

@@ -15,7 +15,7 @@ from bot.approvals import lua
 from bot.core.services import Services
 from bot.store import Keys, Redis, script, write
 
-Kind = Literal["lever", "breakglass"]
+Kind = Literal["lever", "breakglass", "undo"]  # undo: a node return over a failing check (undo_side.py)
 # pending -> approved | denied | expired; a break-glass grant then -> ended | revoked.
 State = Literal["pending", "approved", "denied", "expired", "ended", "revoked"]
 
@@ -23,7 +23,7 @@ _JSON = ("seats", "sev1_seats", "filled", "detail")
 
 
 class Ballot(BaseModel):
-    id: str  # REQ-<n> (a lever request) or BG-<n> (a break-glass grant)
+    id: str  # REQ-<n> (a lever request, or an undo's own id from the same sequence) or BG-<n> (a grant)
     kind: Kind
     incident: str
     requester: str

@@ -45,7 +45,7 @@ def _seats_line(b: Ballot, holder: Holders | None = None) -> str:
 
 def _buttons(b: Ballot) -> Buttons:
     # The press carries only the request id; the incident is the channel's (Press incident None).
-    what = "run it at once" if b.kind == "lever" else "start the grant at once"
+    what = {"lever": "run it at once", "undo": "return the node at once"}.get(b.kind, "start the grant at once")
     return Buttons(
         f"approval:{b.id}",
         (
@@ -149,8 +149,41 @@ def grant_request(b: Ballot, holder: Holders | None = None) -> Card:
     return Card.of(*_grant_body(b), Context((_cut(_seats_line(b, holder), _SECTION),)), _buttons(b))
 
 
+def undo_text(b: Ballot) -> str:
+    d = b.detail
+    return (
+        f"{b.id} needs approval: return {quote(d['target'])} ({d['cell']}) to the pool, undoing {d['undoes']}, "
+        f"asked by <@{b.requester}>"
+    )
+
+
+def _undo_body(b: Ballot) -> list[Part]:
+    """An undo over a failing node return check (levers/returngate.py): what the check found."""
+    d = b.detail
+    return [
+        Header(_cut(f"{b.id}: return {d['target']} over a failing check", _HEADER)),
+        Fields(
+            (
+                _cut(f"*What*\nundo {d['undoes']} ({d['lever']} {quote(d['target'])})", _FIELD),
+                _cut(f"*Where*\n{d['cell']}", _FIELD),
+                _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
+                _cut(f"*Blast radius*\nthe node takes work again; {literal(d.get('effect') or '')}", _FIELD),
+            )
+        ),
+        # What came from the cluster and Prometheus is quoted where it was read (levers/returngate.py).
+        Section(_cut(f"*The node's check failed*: {d['found']}", _SECTION)),
+        Context(("Approving returns the node as it is now: the check is not made again.",)),
+    ]
+
+
+def undo_request(b: Ballot, holder: Holders | None = None) -> Card:
+    return Card.of(*_undo_body(b), Context((_cut(_seats_line(b, holder), _SECTION),)), _buttons(b))
+
+
 def pending(b: Ballot, holder: Holders | None = None) -> Card:
     """The request card again, with the approvals recorded so far."""
+    if b.kind == "undo":
+        return undo_request(b, holder)
     return lever_request(b, holder) if b.kind == "lever" else grant_request(b, holder)
 
 
@@ -160,12 +193,12 @@ def holders_of(b: Ballot, inc: IncidentView) -> Holders:
 
 
 def decided(b: Ballot, line: str) -> Card:
-    body = _lever_body(b) if b.kind == "lever" else _grant_body(b)
+    body = _lever_body(b) if b.kind == "lever" else _undo_body(b) if b.kind == "undo" else _grant_body(b)
     return Card.of(*body, Section(_cut(line, _SECTION)))
 
 
 def text(b: Ballot) -> str:
-    return lever_text(b) if b.kind == "lever" else grant_text(b)
+    return lever_text(b) if b.kind == "lever" else undo_text(b) if b.kind == "undo" else grant_text(b)
 
 
 def _in_seat_order(b: Ballot) -> list[tuple[str, str]]:

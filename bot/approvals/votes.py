@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from bot.approvals import grants, lever_side, notify, views
+from bot.approvals import grants, lever_side, notify, undo_side, views
 from bot.approvals.commands import ApprovalSettle, Approve, Deny
 from bot.approvals.jobs import EXPIRE_JOB
 from bot.approvals.rules import details, required_seats, seat_title, seats_text
@@ -62,7 +62,7 @@ async def _eligible_seats(svc: Services, req: Request, inc: Incident, bid: str) 
     ok = [s for s, v in verdicts.items() if v.ok]
     if not ok:
         v = next((v for v in verdicts.values() if v.unanswered), None) or verdicts[held[0]]
-        what = "approve" if b.kind == "lever" else "grant"
+        what = "approve" if b.kind in ("lever", "undo") else "grant"
         raise Refusal(
             f"You hold {seats_text(held)} of {inc.id} but can't {what} as it: {v.refusal(POWER_BLOCKED)}",
             **details(b),
@@ -124,6 +124,8 @@ async def approve(svc: Services, req: Request, cmd: Approve, inc: Incident) -> O
         )
     if b.kind == "lever":
         msg, extra = await lever_side.run_approved(svc, b)
+    elif b.kind == "undo":
+        msg, extra = await undo_side.run_approved(svc, b)
     else:
         msg, extra = await grants.activate(svc, b)
     return Outcome(message=msg, audit={**audit, "decision": "approved", "approvers": b.filled, **extra})
@@ -152,7 +154,8 @@ async def settle(svc: Services, req: Request, cmd: ApprovalSettle, inc: Incident
     if code is Expired.EXPIRED:
         await _expire_now(svc, b)
         return Outcome(message=f"{b.id} expired.", audit={**details(b), "settled": "expired"})
-    if b.kind == "lever" and b.state == "approved":
-        msg, extra = await lever_side.run_approved(svc, b)
+    if b.kind in ("lever", "undo") and b.state == "approved":
+        run = lever_side.run_approved if b.kind == "lever" else undo_side.run_approved
+        msg, extra = await run(svc, b)
         return Outcome(message=msg, audit={**details(b), "settled": "resumed", **extra})
     return Outcome(message=f"{b.id} is {b.state}.", audit={**details(b), "settled": "none", "state": b.state})

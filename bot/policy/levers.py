@@ -68,11 +68,44 @@ class HeadroomPolicy(Strict):
         return Template(self.query).safe_substitute(cell=escape(cell))
 
 
+class ReturnGatePolicy(Strict):
+    """What `undo` of a node-quarantine checks on dcgm-exporter's series before the node goes back.
+
+    `$node` is the node's name (dcgm-exporter's Hostname label, the node name when it runs as a
+    DaemonSet with NODE_NAME), `$cell` the cell (a target label your scrape adds), `$window` the
+    time since the quarantine landed (e.g. `3600s`). Each
+    query should answer one series per GPU (and per XID, err_code being a label).
+    """
+
+    # The seeds' node-fatal classes: 48 and 95 memory that needs a reset, 63 and 64 the row remapper
+    # reporting or failing, 74 NVLink, 79 off the bus (13 and 31 are the application's).
+    fatal_xids: list[int] = Field(default=[48, 63, 64, 74, 79, 95])
+    xid_query: str = 'max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",Hostname="$node"}[$window])'
+    ecc_dbe_query: str = 'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",Hostname="$node"}[$window])'
+    row_remap_failure_query: str = (
+        'max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{cell="$cell",Hostname="$node"}[$window])'
+    )
+    timeout_seconds: float = Field(default=5, gt=0)
+
+    @field_validator("xid_query", "ecc_dbe_query", "row_remap_failure_query")
+    @classmethod
+    def _node(cls, v: str) -> str:
+        if "$node" not in v or "$window" not in v:
+            raise ValueError("the query must contain $node (the node) and $window (the time since the quarantine)")
+        return v
+
+
 class QuarantinePolicy(Strict):
     per_cell_per_hour: int = Field(default=3, ge=0)
     max_quarantined_fraction: float = Field(default=0.10, ge=0, le=1)
     gpu_node_selector: str = "nvidia.com/gpu.present=true"
     taint_key: str = "gpu.corp/quarantine"
+    # NoSchedule/NoExecute taints that only dedicate a node to some pods (the GPU pool's own): such a
+    # node still takes work. Every other fence, and a cordon, counts as out for the floor (levers/outofservice.py).
+    dedicated_taints: list[str] = Field(
+        default=["nvidia.com/gpu", "sku", "kubernetes.azure.com/scalesetpriority", "cloud.google.com/gke-spot"]
+    )
+    return_gate: ReturnGatePolicy = ReturnGatePolicy()
 
 
 class KillswitchPolicy(Strict):

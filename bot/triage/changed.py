@@ -98,10 +98,11 @@ async def _kube_streams(svc: Services, cell: str, since: float, hours: float, re
     if err is not None or client is None:
         return [StreamReport(t, error=err) for t in (ROLLOUTS, NODES, EVENTS)]
     assert isinstance(client, CellClient)
-    selector = svc.policy.levers.node_quarantine.gpu_node_selector
+    quarantine = svc.policy.levers.node_quarantine
+    selector = quarantine.gpu_node_selector
     reads = await asyncio.gather(
         _read(streams.rollouts(client, since, pol.max_items), pol.timeout_seconds, ref, "rollouts"),
-        _read(streams.nodes(client, pol, selector, since, hours), pol.timeout_seconds, ref, "nodes"),
+        _read(streams.nodes(client, pol, selector, since, hours, quarantine), pol.timeout_seconds, ref, "nodes"),
         _read(streams.events(client, since, hours, pol.max_items), pol.timeout_seconds, ref, "events"),
     )
     return [

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from bot import logs
-from bot.chat import ChatError
+from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
@@ -21,6 +21,8 @@ from bot.policy.queries import TriageQuery
 from bot.prom import Failed, PromQuery, Result, Why
 from bot.triage import rules, views
 from bot.triage.commands import Triage
+from levers import outofservice
+from levers.kube import KubeError, UnknownCell, kube_for
 
 log = logs.get(__name__)
 
@@ -67,6 +69,33 @@ async def run(svc: Services, cells: list[str]) -> tuple[float, list[Row]]:
     return at, [Row(q, figures[q.name]) for q in pol.queries]
 
 
+async def _cell_nodes(svc: Services, cell: str) -> str | None:
+    """One cell's GPU nodes that can't take work and who made them so (levers/outofservice.py);
+    None when there is no kubeconfig at all (triage is Prometheus's; the cluster adds who)."""
+    pol = svc.policy.levers.node_quarantine
+    try:
+        client = await kube_for(svc).client(svc.policy.levers.context_of(cell))
+        nodes = await asyncio.wait_for(
+            client.list_all("/api/v1/nodes", {"labelSelector": pol.gpu_node_selector}),
+            svc.policy.queries.timeout_seconds,
+        )
+    except UnknownCell as e:
+        return None if e.known is None else f"{quote(cell)}: no kube context for this cell"
+    except (KubeError, TimeoutError) as e:
+        why = "no answer in time" if isinstance(e, TimeoutError) else str(e)
+        return f"{quote(cell)}: GPU nodes could not be read ({quote(why)})"
+    out = outofservice.out_of_service(nodes, pol.taint_key, pol.dedicated_taints)
+    if not out:
+        return f"{quote(cell)}: all {len(nodes)} GPU nodes can take work"
+    return f"{quote(cell)}: {len(out)} of {len(nodes)} GPU nodes can't take work: {quote(outofservice.by_who(out))}"
+
+
+async def out_of_service(svc: Services, cells: list[str]) -> list[str]:
+    """Per cell, who took GPU nodes out (cordons and taints by anyone), read from the cluster."""
+    lines = await asyncio.gather(*(_cell_nodes(svc, c) for c in cells))
+    return [line for line in lines if line is not None]
+
+
 async def triage(svc: Services, req: Request, cmd: Triage, inc: IncidentView) -> Outcome:
     cells = list(inc.cells)
     if not cells:
@@ -74,8 +103,8 @@ async def triage(svc: Services, req: Request, cmd: Triage, inc: IncidentView) ->
             f"{inc.id} names no cells, and triage asks Prometheus per cell. Declare incidents with "
             "`--cell <cell>` (alerts name theirs)."
         )
-    at, rows = await run(svc, cells)
-    card, table = views.triage_card(inc.id, cells, rows, hhmm(at))
+    (at, rows), nodes = await asyncio.gather(run(svc, cells), out_of_service(svc, cells))
+    card, table = views.triage_card(inc.id, cells, rows, hhmm(at), nodes)
     failed = sum(1 for r in rows for f in r.figures.values() if f.state is rules.State.failed)
     empty = sum(1 for r in rows for f in r.figures.values() if f.state is rules.State.no_data)
     nan = sum(1 for r in rows for f in r.figures.values() if f.value is not None and math.isnan(f.value))

@@ -21,9 +21,11 @@ from bot.chat import quote
 from bot.clock import hhmm
 from bot.core.services import Services
 from bot.incidents.store import repo
+from bot.policy.levers import QuarantinePolicy
 from bot.policy.queries import ChangedPolicy
 from bot.prom import Failed, PromQuery, Scalar, Vector
 from bot.triage import rules
+from levers import outofservice
 from levers.kube import CellClient
 from levers.requests import LeverRequest, LeverState
 from levers.store import lever_store
@@ -238,7 +240,14 @@ def _spread_line(what: str, values: Mapping[str, str | None], total: int, limit:
     return line + (f"; {missing} without it" if missing else "")
 
 
-async def nodes(client: CellClient, pol: ChangedPolicy, selector: str, since: float, hours: float) -> list[str]:
+async def nodes(
+    client: CellClient,
+    pol: ChangedPolicy,
+    selector: str,
+    since: float,
+    hours: float,
+    quarantine: QuarantinePolicy | None = None,
+) -> list[str]:
     items = await client.list_all("/api/v1/nodes", {"labelSelector": selector})
     if not items:
         return [f"no GPU nodes (none labelled {quote(selector)})"]
@@ -258,12 +267,29 @@ async def nodes(client: CellClient, pol: ChangedPolicy, selector: str, since: fl
     kernels = {str(_meta(n).get("name")): _dict(n, "status", "nodeInfo").get("kernelVersion") for n in items}
     if len(rules.spread(kernels)) > 1:
         out.append(_spread_line("kernel", kernels, total, pol.max_items))
+    if quarantine is not None:
+        out.extend(_out_of_service(items, quarantine, since, hours, pol.max_items))
     joined = sorted(str(_meta(n).get("name")) for n in items if (_created(n) or 0.0) >= since)
     if joined:
         names = ", ".join(joined[: pol.max_items]) + (", …" if len(joined) > pol.max_items else "")
         plural = "s" if len(joined) != 1 else ""
         out.append(f"{len(joined)} GPU node{plural} joined in the last {rules.hours_label(hours)}: {quote(names)}")
     return out
+
+
+def _out_of_service(
+    items: Sequence[Mapping[str, Any]], pol: QuarantinePolicy, since: float, hours: float, limit: int
+) -> list[str]:
+    """Who took GPU nodes out (cordons and fences by anyone: levers/outofservice.py), and which of
+    them in the window (by the managedFields time or the taint's timeAdded)."""
+    found = outofservice.out_of_service([dict(n) for n in items], pol.taint_key, pol.dedicated_taints)
+    if not found:
+        return []
+    line = f"{len(found)} of {len(items)} GPU nodes can't take work: {quote(outofservice.by_who(found, limit))}"
+    recent = [o for o in found if any(c.since is not None and c.since >= since for c in o.causes)]
+    if recent:
+        line += f"; in the last {rules.hours_label(hours)}: {quote(outofservice.by_who(recent, limit))}"
+    return [line]
 
 
 # ------------------------------------------------------------------------------- warning events

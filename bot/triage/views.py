@@ -79,11 +79,16 @@ def _notes(cells: Sequence[str], rows: Sequence[Row]) -> list[str]:
     return notes
 
 
-def triage_card(inc_id: str, cells: Sequence[str], rows: Sequence[Row], when: str) -> tuple[Card, str]:
-    """The post, and the table as plain text (for a reply when the post fails)."""
+def triage_card(
+    inc_id: str, cells: Sequence[str], rows: Sequence[Row], when: str, nodes: Sequence[str] = ()
+) -> tuple[Card, str]:
+    """The post, and the table as plain text (for a reply when the post fails). `nodes`: per cell,
+    the GPU nodes that can't take work and who made them so (already quoted)."""
     pieces = _tables(cells, rows)
     parts: list[Part] = [Section(f"*Triage for {inc_id}* at {when} UTC")]
     parts += [Section(_code(p)) for p in pieces]
+    if nodes:
+        parts += [Section(p) for p in _split("*GPU nodes out of service, by who*\n" + "\n".join(nodes))]
     notes = _notes(cells, rows)
     if notes:
         parts.append(Context(tuple(notes)))

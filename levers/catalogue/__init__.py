@@ -10,6 +10,7 @@ from levers.catalogue.keda import KedaPause
 from levers.catalogue.killswitch import Killswitch
 from levers.catalogue.kueue import KueueHold, KueueHoldDrain
 from levers.catalogue.node import NodeQuarantine
+from levers.catalogue.remediation import RemediationPause
 from levers.catalogue.rollout import RolloutAbort
 from levers.catalogue.route import RouteWeight
 from levers.catalogue.sandbox import SandboxQuarantine
@@ -21,6 +22,7 @@ _ALL: tuple[Lever, ...] = (
     RolloutAbort(),
     RouteWeight(),
     NodeQuarantine(),
+    RemediationPause(),
     JobSetSuspend(),
     Killswitch(),
     SandboxQuarantine(),

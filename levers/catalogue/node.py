@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import field_validator
 
 from bot.policy.levers import LeverRule
-from levers import budgets
-from levers.base import Access, Ctx, Kind, Lever, NoParams
+from levers import budgets, returngate
+from levers.base import Access, Ctx, Kind, Lever, NoParams, Verified
 from levers.catalogue.simple import merge_plan
 from levers.plan import ABSENT, ANNOTATIONS, LABELS, Plan, container_pre, is_absent, ptr, read, restore_ops
 
@@ -164,3 +164,8 @@ class NodeQuarantine(Lever):
 
     async def undone(self, ctx: Ctx) -> None:
         await budgets.freed(ctx)
+
+    async def undo_check(self, ctx: Ctx, since: float) -> Verified | None:
+        """The return gate (levers/returngate.py): Ready, no fatal XID, ECC DBE or row-remap failure since."""
+        gate = await returngate.check(ctx.svc, await ctx.kube.get(self.path(ctx)), ctx.cell, since)
+        return Verified(gate.ok, gate.text)

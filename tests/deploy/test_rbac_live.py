@@ -65,6 +65,7 @@ PULLS = [
     ("lever keda-pause serve-chat/llm-sts --cell us-east-3", OPS),  # a StatefulSet
     ("lever keda-pause serve-chat/llm-ro --cell us-east-3", OPS),  # an Argo Rollout
     ("lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79", OPS),
+    ("lever remediation-pause nhc-gpu --cell us-east-3", OPS),  # a NodeHealthCheck's own pause entry
     ("lever jobset-suspend train-llm/pretrain-405b --cell us-east-3", OPS),
     ("lever jobset-suspend train-llm/finetune-8b --cell us-east-1", OPS),  # Kueue-queued
     ("lever killswitch toolgw/toolgw-flags --cell us-east-3 tenant=acme level=read", SEC),

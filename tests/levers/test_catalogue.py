@@ -29,6 +29,8 @@ class Case:
     context: str = "us-east-3"
 
 
+PAUSE_REFERENCE = '[{"op":"add","path":"/spec/pauseRequests/-","value":"firebreak:INC-1"}]'
+
 CASES = {
     "kueue-hold": Case(
         "lever kueue-hold research-h100 --cell us-east-3",
@@ -123,6 +125,16 @@ CASES = {
         "sbx-tenant-acme",
         [["label", "pod", "-n", "sbx-tenant-acme", "sess-7f3a9c-0", "ir.corp/quarantine=true"]],
         "ir.corp/quarantine=true",
+    ),
+    # NHC's brake: the list is replaced whole by a merge patch, so the reference appends with a JSON patch.
+    "remediation-pause": Case(
+        "lever remediation-pause nhc-gpu --cell us-east-3",
+        OPS,
+        "nodehealthcheck",
+        "nhc-gpu",
+        None,
+        [["patch", "nodehealthcheck", "nhc-gpu", "--type=json", "-p", PAUSE_REFERENCE]],
+        "spec.pauseRequests is cluster-upgrade-operator, firebreak:INC-1",
     ),
     # `kubectl argo rollouts abort` is a merge patch of {"status":{"abort":true}} on /status.
     "rollout-abort": Case(

@@ -14,7 +14,7 @@ import yaml
 from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.support.harness import T0, RunningApp, start_app
 from tests.support.levers import Cells
-from tests.support.prometheus import PrometheusServer, ensure_services_installed, ttft_scenario
+from tests.support.prometheus import CellTriage, PrometheusServer, ensure_services_installed, ttft_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,6 +34,7 @@ def seed_cell(cell: FakeKubeCluster) -> None:
     cell.put(samples.jobset())
     cell.put(samples.pod())
     cell.put(samples.configmap_toolgw())
+    cell.put(samples.node_health_check(pause_requests=["cluster-upgrade-operator"]))
     gpu_nodes(cell)
 
 
@@ -80,7 +81,10 @@ def prometheus(tmp_path_factory):
     """A real Prometheus with TTFT history for three cells (us-east-1 burning). One per session (per
     xdist worker): the tests only query it, and its backfill is the slow part of starting it."""
     ensure_services_installed()
-    sc = ttft_scenario(BURN, start_ts=T0 - 7200, minutes=240)  # history runs past T0 so the clock can move
+    # dcgm-exporter's XID gauge (0: none) for the seeded GPU nodes, so node-quarantine's undo finds them clean
+    # (levers/returngate.py); history runs past T0 so the clock can move.
+    gpus = CellTriage(hosts=[f"gpu-a3-{i:04d}" for i in range(10)])
+    sc = ttft_scenario(BURN, start_ts=T0 - 7200, minutes=240, triage={"us-east-3": gpus, "us-east-1": gpus})
     prom = PrometheusServer(tmp_path_factory.mktemp("prom"), sc)
     asyncio.run(prom.start())
     yield prom

@@ -247,3 +247,22 @@ async def test_a_quiet_cell_reads_as_quiet_not_as_failed(app, cells):
     assert "• *Node layer*: driver 550.127.05 on all 10 GPU nodes" not in text  # two lines, so a list
     assert "    ◦ driver 550.127.05 on all 10 GPU nodes" in text
     assert "• *Demand*: 0 req/s now vs 6.00 req/s 6h ago (-100%)" in text
+
+
+async def test_the_node_layer_says_who_took_gpu_nodes_out(app, cells):
+    """A NodeHealthCheck's Self Node Remediation tainted two nodes, the node lifecycle controller marked
+    one not-ready: the node layer counts them all and names who (levers/outofservice.py)."""
+    inc = await app.declare(cells=(DEGRADED,), roles={"ops": OPS})
+    for i in (1, 2):
+        node = cells.degraded.get("node", f"gpu-{DEGRADED}-000{i}")
+        node["spec"]["taints"].append({"key": "remediation.medik8s.io/self-node-remediation", "effect": "NoSchedule"})
+        cells.degraded.put(node)
+    node = cells.degraded.get("node", f"gpu-{DEGRADED}-0005")
+    node["spec"]["taints"].append({"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"})
+    cells.degraded.put(node)
+    await say(app, "changed", "U_ANYONE", inc.channel_id)
+    text = "\n".join(sections(posted(app, inc.channel_id, f"What changed in the last 6h for {inc.id}")))
+    assert (
+        f"    ◦ 3 of 10 GPU nodes can't take work: NodeHealthCheck (medik8s) 2 (gpu-{DEGRADED}-0001, "
+        f"gpu-{DEGRADED}-0002); node lifecycle (kube-controller-manager) 1 (gpu-{DEGRADED}-0005)" in text
+    ), text

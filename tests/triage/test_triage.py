@@ -12,6 +12,7 @@ import pytest
 from bot.policy import load_policy
 from bot.triage import rules
 from tests.support.harness import T0, start_app
+from tests.support.levers import kubectl
 from tests.support.ports import free_port
 from tests.support.prometheus import (
     CellHealth,
@@ -21,7 +22,19 @@ from tests.support.prometheus import (
     health_series,
     ttft_scenario,
 )
-from tests.support.triage import DEGRADED, HEALTHY, SHIPPED, notes_of, policy_dir, posted, say, serve, table_of
+from tests.support.triage import (
+    DEGRADED,
+    HEALTHY,
+    SHIPPED,
+    block_texts,
+    gpu_nodes,
+    notes_of,
+    policy_dir,
+    posted,
+    say,
+    serve,
+    table_of,
+)
 
 BLIND = "eu-west-9"  # in the incident, but no exporter of it is scraped
 START, MINUTES = T0 - 7200, 240  # history from two hours before T0 to two hours after
@@ -221,3 +234,22 @@ async def test_anyone_in_the_channel_may_run_it_and_it_is_audited(app):
     (entry,) = [e for e in entries if e["action"] == "command.triage"]
     assert entry["actor"] == "U_ANYONE" and entry["detail"]["result"] == "ok"
     assert entry["detail"]["cells"] == [DEGRADED] and entry["detail"]["queries"] == 12
+
+
+async def test_triage_says_who_took_gpu_nodes_out(app, cells):
+    """Besides Prometheus's table, the cluster says who fenced each cell's GPU nodes: a NodeHealthCheck's
+    Self Node Remediation, a kubectl cordon (every cordon and fence counts, not only Firebreak's)."""
+    names = gpu_nodes(cells.degraded, DEGRADED, n=4)
+    gpu_nodes(cells.healthy, HEALTHY, n=2)
+    for n in names[:2]:
+        taint = "remediation.medik8s.io/self-node-remediation:NoSchedule"
+        await kubectl(cells.kubeconfig, DEGRADED, "taint", "nodes", n, taint, "--field-manager=manager")
+    await kubectl(cells.kubeconfig, DEGRADED, "cordon", names[2])
+    _, _, msg = await triage(app)
+    texts = "\n".join(block_texts(msg))
+    assert "*GPU nodes out of service, by who*" in texts, texts
+    assert (
+        f"{DEGRADED}: 3 of 4 GPU nodes can't take work: NodeHealthCheck (medik8s) 2 ({names[0]}, {names[1]}); "
+        f"kubectl 1 ({names[2]})" in texts
+    ), texts
+    assert f"{HEALTHY}: all 2 GPU nodes can take work" in texts and f"{BLIND}: no kube context" in texts, texts

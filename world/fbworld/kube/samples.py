@@ -293,6 +293,34 @@ def configmap_toolgw(ns: str = "toolgw", data: dict[str, str] | None = None, nam
     }
 
 
+def node_health_check(name: str = "nhc-gpu", pause_requests: list[str] | None = None) -> dict:
+    """A Medik8s NodeHealthCheck watching the GPU nodes (shaped like upstream's config/samples at v0.9.0,
+    with the Self Node Remediation template), as its controller reports it while enabled."""
+    spec: dict = {
+        "selector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
+        "minHealthy": "51%",
+        "unhealthyConditions": [
+            {"type": "Ready", "status": "False", "duration": "300s"},
+            {"type": "Ready", "status": "Unknown", "duration": "300s"},
+        ],
+        "remediationTemplate": {
+            "apiVersion": "self-node-remediation.medik8s.io/v1alpha1",
+            "kind": "SelfNodeRemediationTemplate",
+            "name": "self-node-remediation-automatic-strategy-template",
+            "namespace": "medik8s",
+        },
+    }
+    if pause_requests is not None:
+        spec["pauseRequests"] = list(pause_requests)
+    return {
+        "apiVersion": "remediation.medik8s.io/v1alpha1",
+        "kind": "NodeHealthCheck",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"phase": "Enabled", "observedNodes": 10, "healthyNodes": 10},
+    }
+
+
 def kueue_jobset(
     ns: str = "train-llm", name: str = "pretrain-405b", queue: str = "research", suspend: bool = False
 ) -> dict:
@@ -505,6 +533,7 @@ ALL = {
     "jobset": jobset,
     "pod": pod,
     "configmap_toolgw": configmap_toolgw,
+    "node_health_check": node_health_check,
     "kueue_jobset": lambda: kueue_jobset(name="finetune-70b"),
     "workload_for": lambda: workload_for(_seeded(kueue_jobset(name="finetune-70b"))),
     "rollout_canary": rollout_canary,

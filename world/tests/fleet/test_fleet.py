@@ -84,10 +84,15 @@ async def test_the_demo_fleet_serves_every_lever_with_approval_breakglass_undo_a
         weights = {b["name"]: b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]}
         assert weights == {"cell-us-east-1": 100, "cell-us-east-2": 100, "cell-us-east-3": 50}
 
-        # Undo restores only what the lever changed.
+        # Undo restores only what the lever changed. The node's return gate reads dcgm-exporter's series,
+        # which the demo Prometheus does not simulate: it says so, and the IC approves the return.
         await _run(c, out, "as @bob")
         said = await _run(c, out, "/incident undo REQ-1")
-        assert "undone" in said.lower()
+        assert "not returned yet" in said and "XIDs could not be read" in said, said
+        await _run(c, out, "as @alice")
+        said = await _run(c, out, f"press {_button(out, 'Approve')}")
+        assert "undone" in said.lower() and "over a failing check" in said, said
+        await _run(c, out, "as @bob")
         assert "gpu.corp/quarantine" not in _taints(cell.get("nodes", node))
         assert "nvidia.com/gpu" in _taints(cell.get("nodes", node))
 
