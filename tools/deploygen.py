@@ -335,6 +335,22 @@ def _check(rule: str, expression: str, message: str, message_expression: str | N
     return out
 
 
+def _in_namespaces(rule: str, lever: str, policy: LeversPolicy) -> list[Obj]:
+    """Refused outside the lever's namespaces too, should RBAC ever grant more than deploy/rbac does."""
+    names = sorted(set(policy.namespaces.get(lever) or []))
+    if not names:
+        raise GenError(f"policies/levers.yaml `namespaces` names no namespace for {lever}")
+    return [
+        _check(
+            rule,
+            f"request.namespace in {_list(names)}",
+            f"{lever} acts only in the namespaces policies/levers.yaml names for it ({', '.join(names)}).",
+            _s(f"{lever} acts only in the namespaces policies/levers.yaml names for it ({', '.join(names)}); "
+               "this is namespace ") + " + request.namespace",
+        )
+    ]
+
+
 def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tuple[str, Obj]]:
     """(what it is for, the ValidatingAdmissionPolicy), one per kind a lever writes, and the catch-all."""
     key = policy.node_quarantine.taint_key
@@ -355,6 +371,7 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
             f"the pod label {QUARANTINE_LABEL}",
             [{"apiGroups": [""], "resources": ["pods"]}],
             [_top([]), _meta(), _labels([QUARANTINE_LABEL]), _annotations()],
+            first_checks=_in_namespaces("firebreak-pods", "sandbox-quarantine", policy),
         )
     )
 
@@ -391,6 +408,7 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
             route_what,
             [{"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"]}],
             [_top(["spec"]), *common, _field("spec", ["rules"])],
+            first_checks=_in_namespaces("firebreak-httproutes", "route-weight", policy),
             extra_vars=[
                 {"name": "rules_new", "expression": _arr("object.spec", "rules")},
                 {"name": "rules_old", "expression": _arr("oldObject.spec", "rules")},
@@ -433,20 +451,23 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
             f"KEDA's pause annotations {' and '.join(KEDA_PAUSED)}",
             [{"apiGroups": ["keda.sh"], "resources": ["scaledobjects"]}],
             [_top([]), _meta(), _labels([]), _annotations(KEDA_PAUSED)],
+            first_checks=_in_namespaces("firebreak-scaledobjects", "keda-pause", policy),
         )
     )
-    for name, lever, resource, group, fld in (
-        ("firebreak-clusterqueues", "kueue-hold, kueue-hold-drain", "clusterqueues", "kueue.x-k8s.io", "stopPolicy"),
-        ("firebreak-jobsets", "jobset-suspend", "jobsets", "jobset.x-k8s.io", "suspend"),
-        ("firebreak-workloads", "jobset-suspend (a Kueue-queued JobSet)", "workloads", "kueue.x-k8s.io", "active"),
+    for name, lever, resource, group, fld, namespaced in (
+        ("firebreak-clusterqueues", "kueue-hold", "clusterqueues", "kueue.x-k8s.io", "stopPolicy", False),
+        ("firebreak-jobsets", "jobset-suspend", "jobsets", "jobset.x-k8s.io", "suspend", True),
+        ("firebreak-workloads", "jobset-suspend", "workloads", "kueue.x-k8s.io", "active", True),
     ):
         out.append(
             _policy(
                 name,
-                lever,
+                {"kueue-hold": "kueue-hold, kueue-hold-drain", "jobset-suspend": "jobset-suspend"}[lever]
+                + (" (a Kueue-queued JobSet, through its Workload)" if resource == "workloads" else ""),
                 f"spec.{fld}",
                 [{"apiGroups": [group], "resources": [resource]}],
                 [_top(["spec"]), *common, _field("spec", [fld])],
+                first_checks=_in_namespaces(name, lever, policy) if namespaced else (),
             )
         )
     out.append(
@@ -456,6 +477,7 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
             "its own annotations on a Rollout",
             [{"apiGroups": ["argoproj.io"], "resources": ["rollouts"]}],
             [_top([]), *common],
+            first_checks=_in_namespaces("firebreak-rollouts", "rollout-abort", policy),
         )
     )
     abort_what = "a Rollout's status.abort, and only to true"
@@ -470,6 +492,7 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
                 *common,
                 Level("status", _map("object", "status"), _map("oldObject", "status"), "k == 'abort'", "status."),
             ],
+            first_checks=_in_namespaces("firebreak-rollouts-status", "rollout-abort", policy),
             extra_checks=[
                 _check(
                     "firebreak-rollouts-status",
