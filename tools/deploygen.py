@@ -142,7 +142,13 @@ def rules_of(g: Grants, ns: str | None) -> list[Rule]:
                 users |= g[(group, resource, verb, name, ns)]
     order = ("get", "list", "patch")
     return [
-        Rule(group, resource, tuple(sorted(vs, key=lambda v: (order.index(v) if v in order else 9, v))), names, tuple(sorted(users)))
+        Rule(
+            group,
+            resource,
+            tuple(sorted(vs, key=lambda v: (order.index(v) if v in order else 9, v))),
+            names,
+            tuple(sorted(users)),
+        )
         for (group, resource, names), (vs, users) in sorted(merged.items())
     ]
 
@@ -168,9 +174,9 @@ def rbac_files(levers: Iterable[Lever], reads: Iterable[Access], policy: LeversP
     namespaces = sorted({k[4] for k in g if k[4] is not None})
     clusterrole = (
         HEADER
-        + "# Cluster-wide: the cluster-scoped kinds levers change (nodes, ClusterQueues) and `changed`'s reads of every\n"
-        "# namespace. No secrets, no pods/exec, no create or delete, no bindings, no escalate or bind, no wildcard.\n"
-        "# Each rule's comment names who uses it. Discovery (/api, /apis) is every authenticated user's already.\n"
+        + "# Cluster-wide: the cluster-scoped kinds levers change (nodes, ClusterQueues) and `changed`'s reads of\n"
+        "# every namespace. No secrets, no pods/exec, no create or delete, no bindings, no escalate or bind, no\n"
+        "# wildcard. Each rule's comment names who uses it. Discovery (/api, /apis) is every authenticated user's.\n"
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: firebreak\nrules:\n"
         + _rules_yaml(rules_of(g, None))
     )
@@ -186,7 +192,8 @@ def rbac_files(levers: Iterable[Lever], reads: Iterable[Access], policy: LeversP
             "rules:\n" + _rules_yaml(rules_of(g, ns))
         )
         docs.append(
-            f"apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: firebreak\n  namespace: {ns}\n"
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n"
+            f"  name: firebreak\n  namespace: {ns}\n"
             "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: firebreak\n" + _subjects()
         )
     roles = (
@@ -195,7 +202,11 @@ def rbac_files(levers: Iterable[Lever], reads: Iterable[Access], policy: LeversP
         "# needs on namespaced objects, there only. Each namespace must exist before `kubectl apply -k`.\n"
         + "---\n".join(docs)
     )
-    return {"deploy/rbac/clusterrole.yaml": clusterrole, "deploy/rbac/clusterrolebinding.yaml": binding, "deploy/rbac/roles.yaml": roles}
+    return {
+        "deploy/rbac/clusterrole.yaml": clusterrole,
+        "deploy/rbac/clusterrolebinding.yaml": binding,
+        "deploy/rbac/roles.yaml": roles,
+    }
 
 
 # ------------------------------------------------------------------------------------- admission
@@ -282,19 +293,29 @@ def _meta() -> Level:
 
 def _labels(keys: Sequence[str]) -> Level:
     return Level(
-        "labels", _map("object.metadata", "labels"), _map("oldObject.metadata", "labels"), f"k in {_list(keys)}", "label "
+        "labels",
+        _map("object.metadata", "labels"),
+        _map("oldObject.metadata", "labels"),
+        f"k in {_list(keys)}",
+        "label ",
     )
 
 
 def _annotations(keys: Sequence[str] = ()) -> Level:
     may = f"k in {_list([*keys, *PROVENANCE])}"
     return Level(
-        "annotations", _map("object.metadata", "annotations"), _map("oldObject.metadata", "annotations"), may, "annotation "
+        "annotations",
+        _map("object.metadata", "annotations"),
+        _map("oldObject.metadata", "annotations"),
+        may,
+        "annotation ",
     )
 
 
 def _field(path: str, keys: Sequence[str]) -> Level:
-    return Level(path.replace(".", "_"), f"dyn(object.{path})", f"dyn(oldObject.{path})", f"k in {_list(keys)}", path + ".")
+    return Level(
+        path.replace(".", "_"), f"dyn(object.{path})", f"dyn(oldObject.{path})", f"k in {_list(keys)}", path + "."
+    )
 
 
 def _policy(
@@ -345,8 +366,11 @@ def _in_namespaces(rule: str, lever: str, policy: LeversPolicy) -> list[Obj]:
             rule,
             f"request.namespace in {_list(names)}",
             f"{lever} acts only in the namespaces policies/levers.yaml names for it ({', '.join(names)}).",
-            _s(f"{lever} acts only in the namespaces policies/levers.yaml names for it ({', '.join(names)}); "
-               "this is namespace ") + " + request.namespace",
+            _s(
+                f"{lever} acts only in the namespaces policies/levers.yaml names for it ({', '.join(names)}); "
+                "this is namespace "
+            )
+            + " + request.namespace",
         )
     ]
 
@@ -558,7 +582,10 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
                     f"variables.data_changed.filter(k, k in variables.data_new).all(k, {narrows})",
                     f"Firebreak may change only {ks_what}: the kill switch only narrows (levels "
                     f"{', '.join(levels)}, narrowest first; {levels[0]} when the tenant's level is unknown).",
-                    _s(f"Firebreak may change only {ks_what}: the kill switch only narrows (levels {', '.join(levels)}, narrowest first); this widens ")
+                    _s(
+                        f"Firebreak may change only {ks_what}: the kill switch only narrows "
+                        f"(levels {', '.join(levels)}, narrowest first); this widens "
+                    )
                     + f" + variables.data_changed.filter(k, k in variables.data_new && !{narrows})"
                     ".map(k, k + ' ' + " + had + " + ' -> ' + variables.data_new[k]).join(', ')",
                 ),

@@ -46,7 +46,9 @@ def test_what_it_writes_follows_the_policy():
     )
     out = deploygen.files(pol)
     roles = list(yaml.safe_load_all(out["deploy/rbac/roles.yaml"]))
-    pods = {r["metadata"]["namespace"] for r in of_kind(roles, "Role") if any("pods" in x["resources"] for x in r["rules"])}
+    pods = {
+        r["metadata"]["namespace"] for r in of_kind(roles, "Role") if any("pods" in x["resources"] for x in r["rules"])
+    }
     assert pods == {"sbx-a", "sbx-b"}
     policies = {p["metadata"]["name"]: p for p in yaml.safe_load_all(out["deploy/admission/policies.yaml"])}
     nodes = yaml.safe_dump(policies["firebreak-nodes"])
@@ -63,7 +65,10 @@ def test_every_policy_is_bound_and_matches_only_firebreaks_identity():
     for p in policies:
         assert p["spec"]["failurePolicy"] == "Fail"
         assert p["spec"]["matchConditions"] == [
-            {"name": "firebreak", "expression": "request.userInfo.username == 'system:serviceaccount:firebreak:firebreak'"}
+            {
+                "name": "firebreak",
+                "expression": "request.userInfo.username == 'system:serviceaccount:firebreak:firebreak'",
+            }
         ]
         assert bindings[p["metadata"]["name"]]["spec"]["validationActions"] == ["Deny"]
         for v in p["spec"]["validations"]:
@@ -85,4 +90,4 @@ def test_every_kind_a_lever_patches_has_its_policy():
     assert patched <= covered, patched - covered
     catch_all = one(objs, "ValidatingAdmissionPolicy", "firebreak-writes")
     [check] = catch_all["spec"]["validations"]
-    assert f" in {str(sorted(patched))}" in check["expression"]
+    assert f" in {sorted(patched)!s}" in check["expression"]
