@@ -8,9 +8,13 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
+from bot.policy.loader import PolicyError, load_policy
+from levers.catalogue import LEVERS
 from tests.support.deploy import REPO, of_kind, one, policy, render
+from tests.support.lever_fixtures import write_policy
 from tools import deploygen
 
 
@@ -91,3 +95,18 @@ def test_every_kind_a_lever_patches_has_its_policy():
     catch_all = one(objs, "ValidatingAdmissionPolicy", "firebreak-writes")
     [check] = catch_all["spec"]["validations"]
     assert f" in {sorted(patched)!s}" in check["expression"]
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "expect"),
+    [
+        ({"kueue-yolo": ["x"]}, "namespaces: unknown lever(s) ['kueue-yolo']"),
+        ({"sandbox-quarantine": ["Sandbox_1"]}, "sandbox-quarantine: ['Sandbox_1'] are not namespace names"),
+    ],
+)
+def test_a_bad_namespaces_entry_is_refused_with_file_and_line(tmp_path, namespaces, expect):
+    d = write_policy(tmp_path, namespaces=namespaces)
+    with pytest.raises(PolicyError) as err:
+        load_policy(d, levers=list(LEVERS))
+    msg = str(err.value)
+    assert msg.startswith(f"{d / 'levers.yaml'}:") and expect in msg, msg
