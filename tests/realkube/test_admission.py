@@ -224,6 +224,7 @@ PULLS = [
 async def test_every_lever_write_passes_as_the_bot(app, seeded, lever, target, params, context):
     c = seeded
     ctx, plan = await plan_of(app, lever, target, params, context)
+    assert plan.calls and plan.changes
     path = LEVERS[lever].object_path(ctx, plan)
     before = await ctx.kube.get(path)
     await send(c, ctx, plan, dry_run=True)
