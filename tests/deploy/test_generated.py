@@ -4,6 +4,7 @@ And what it writes follows the policy (the taint key, the kill switch's levels, 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import yaml
 
 from bot.policy.loader import PolicyError, load_policy
 from levers.catalogue import LEVERS
-from tests.support.deploy import REPO, of_kind, one, policy, render
+from tests.support.deploy import KUBERNETES_VERSION, REPO, of_kind, one, policy, render
 from tests.support.lever_fixtures import write_policy
 from tools import deploygen
 
@@ -110,3 +111,25 @@ def test_a_bad_namespaces_entry_is_refused_with_file_and_line(tmp_path, namespac
         load_policy(d, levers=list(LEVERS))
     msg = str(err.value)
     assert msg.startswith(f"{d / 'levers.yaml'}:") and expect in msg, msg
+
+
+# CEL the API server gained after Kubernetes 1.30 (k8s.io/apiserver/pkg/cel/environment/base.go):
+# two-variable comprehensions (1.32), the format (1.31), semver (1.33) and lists (1.34) libraries.
+NEWER_CEL = re.compile(
+    r"\.(all|exists|exists_one|existsOne)\(\s*\w+\s*,\s*\w+\s*,|transform(List|Map|MapEntry)\(|\bformat\.|"
+    r"\bsemver\(|isSemver\(|\blists\.|\.sortBy\(|\.distinct\(|\.flatten\("
+)
+
+
+def test_the_policies_use_only_the_cel_of_the_oldest_kubernetes_deploy_supports():
+    """deploy/ promises Kubernetes 1.30 (tests.support.deploy.KUBERNETES_VERSION): a policy using newer CEL
+    would be refused when applied there."""
+    assert KUBERNETES_VERSION == "1.30"
+    assert NEWER_CEL.search("variables.rules_new.all(i, r, r.x == 1)")  # the check catches what it is for
+    for p in of_kind(render("cell"), "ValidatingAdmissionPolicy"):
+        spec = p["spec"]
+        exprs = [c["expression"] for c in spec.get("matchConditions") or []]
+        exprs += [v["expression"] for v in spec.get("variables") or []]
+        exprs += [v[k] for v in spec["validations"] for k in ("expression", "messageExpression") if k in v]
+        for e in exprs:
+            assert not NEWER_CEL.search(e), (p["metadata"]["name"], e)
