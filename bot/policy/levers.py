@@ -6,6 +6,7 @@ Only pydantic here: the levers import this, not the other way round.
 from __future__ import annotations
 
 import itertools
+import re
 from string import Template
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -13,6 +14,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from bot.policy.models import Strict
 from bot.policy.roles import ROLES
 from bot.prom.promql import escape
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class LeverRule(Strict):
@@ -131,6 +134,9 @@ class LeversPolicy(Strict):
     # a dead process's, and settled from a read-back (never re-applied). Longer than any one execution.
     stuck_after_seconds: float = Field(default=300, gt=0)
     levers: dict[str, LeverRule] = Field(default_factory=dict)  # overrides of each lever's default_rule
+    # Lever -> the namespaces it acts in; deploy/rbac grants a namespaced lever's access only there
+    # (`python -m tools.deploygen` writes it from this; killswitch acts in its ConfigMap's namespace).
+    namespaces: dict[str, list[str]] = Field(default_factory=dict)
     route_weight: RouteWeightPolicy = RouteWeightPolicy()
     headroom: HeadroomPolicy
     node_quarantine: QuarantinePolicy = QuarantinePolicy()
@@ -144,6 +150,17 @@ class LeversPolicy(Strict):
         known = (info.context or {}).get("levers")
         if known is not None and (bad := [n for n in v if n not in known]):
             raise ValueError(f"unknown lever(s) {bad}; levers are {', '.join(known)}")
+        return v
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: dict[str, list[str]], info: ValidationInfo) -> dict[str, list[str]]:
+        known = (info.context or {}).get("levers")
+        if known is not None and (bad := [n for n in v if n not in known]):
+            raise ValueError(f"unknown lever(s) {bad}; levers are {', '.join(known)}")
+        for lever, names in v.items():
+            if bad := [n for n in names if not _NAMESPACE.fullmatch(n)]:
+                raise ValueError(f"{lever}: {bad} are not namespace names (lowercase letters, digits and -)")
         return v
 
     @model_validator(mode="after")

@@ -21,6 +21,7 @@ from tests.support.deploy import (
     of_kind,
     one,
     pod_specs,
+    policy,
     render,
 )
 
@@ -80,11 +81,25 @@ def test_every_object_is_labelled_part_of_firebreak(path):
 
 @pytest.mark.parametrize("path", OVERLAYS)
 def test_everything_namespaced_lands_in_the_firebreak_namespace(path):
+    """...but the Roles (and their bindings) of deploy/rbac: each in a namespace a lever acts in."""
     objs = render(path)
     assert one(objs, "Namespace", "firebreak")
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    pol = policy()
+    lever_namespaces = {ns for names in pol.namespaces.values() for ns in names}
+    lever_namespaces.add(pol.killswitch.configmap.rpartition("/")[0])
     for obj in objs:
-        if obj["kind"] not in cluster_scoped:
+        if obj["kind"] in cluster_scoped:
+            assert "namespace" not in obj["metadata"], (obj["kind"], obj["metadata"]["name"])
+        elif obj["kind"] in ("Role", "RoleBinding"):
+            assert obj["metadata"]["namespace"] in lever_namespaces, obj["metadata"]
+        else:
             assert obj["metadata"].get("namespace") == "firebreak", (obj["kind"], obj["metadata"]["name"])
 
 

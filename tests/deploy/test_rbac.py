@@ -1,6 +1,8 @@
-"""The ClusterRole grants exactly what Firebreak's code calls in a cell: the union of every lever's
-`needs` (levers/catalogue) and `changed`'s reads (bot/triage/access.py). A verb granted that nothing
-uses fails here, and so does a need that is not granted; and nothing dangerous is ever granted."""
+"""deploy/rbac grants exactly what Firebreak's code calls in a cell: every lever's `needs`
+(levers/catalogue) in the namespaces policies/levers.yaml names for it (a Role in each), the cluster-scoped
+kinds and `changed`'s reads (bot/triage/access.py) in the ClusterRole. A verb granted that nothing uses
+fails here, and so does a need that is not granted, or one granted in a namespace the policy does not
+name; and nothing dangerous is ever granted."""
 
 from __future__ import annotations
 
@@ -14,7 +16,19 @@ from levers.base import Access, Ctx, Kind, Lever
 from levers.catalogue import LEVERS
 from levers.catalogue.killswitch import FLAGS_CONFIGMAP
 from levers.plan import Plan
-from tests.support.deploy import APPLIED, OVERLAYS, REPO, Grant, granted, needed, of_kind, rbac_diff, render
+from tests.support.deploy import (
+    APPLIED,
+    OVERLAYS,
+    REPO,
+    Grant,
+    granted,
+    needed,
+    of_kind,
+    policy,
+    rbac_diff,
+    render,
+)
+from tools import deploygen
 
 # What Firebreak never gets in any cell, whatever a lever someday asks for.
 NEVER_RESOURCES = {
@@ -40,17 +54,20 @@ def cell_rbac() -> list[dict[str, Any]]:
 
 
 def _show(grants: set[Grant]) -> list[str]:
-    return sorted(f"{g or 'core'}/{r} {v}" + (f" ({n})" if n else "") for g, r, v, n in grants)
+    return sorted(
+        f"{g or 'core'}/{r} {v}" + (f" ({n})" if n else "") + (f" in {ns}" if ns else " everywhere")
+        for g, r, v, n, ns in grants
+    )
 
 
-def test_the_clusterrole_grants_exactly_what_the_levers_and_changed_use():
+def test_the_rbac_grants_exactly_what_the_levers_and_changed_use_where_the_policy_says():
     unused, missing = rbac_diff(granted(cell_rbac()), needed())
     assert not unused, f"granted in deploy/rbac but no lever's `needs` or triage's READS uses it: {_show(unused)}"
     assert not missing, f"a lever or `changed` needs it but deploy/rbac does not grant it: {_show(missing)}"
 
 
 def test_the_example_overlay_grants_the_same_as_a_cell():
-    """Where the home cluster is the cell, it gets exactly a cell's ClusterRole; the fleet's home gets none."""
+    """Where the home cluster is the cell, it gets exactly a cell's RBAC; the fleet's home gets none."""
     assert granted(render("overlays/example")) == granted(cell_rbac()) == needed()
     assert not of_kind(render("overlays/fleet"), "ClusterRole") and not of_kind(render("overlays/fleet"), "Role")
 
@@ -68,13 +85,20 @@ class _Widgets(Lever):
 
 
 def test_a_new_lever_whose_verbs_are_not_granted_fails():
-    unused, missing = rbac_diff(granted(cell_rbac()), needed([*LEVERS.values(), _Widgets()]))
+    pol = policy()
+    pol = pol.model_copy(update={"namespaces": {**pol.namespaces, "widget-freeze": ["widgets"]}})
+    unused, missing = rbac_diff(granted(cell_rbac()), needed([*LEVERS.values(), _Widgets()], pol=pol))
     assert not unused
     assert missing == {
-        ("example.com", "widgets", "get", None),
-        ("example.com", "widgets", "patch", None),
-        ("example.com", "widgets/status", "patch", None),
+        ("example.com", "widgets", "get", None, "widgets"),
+        ("example.com", "widgets", "patch", None, "widgets"),
+        ("example.com", "widgets/status", "patch", None, "widgets"),
     }
+
+
+def test_the_generator_refuses_a_namespaced_lever_the_policy_gives_no_namespace():
+    with pytest.raises(deploygen.GenError, match=r"namespaces: \{widget-freeze: \[<namespace>"):
+        deploygen.rbac_files([*LEVERS.values(), _Widgets()], READS, policy())
 
 
 def test_a_granted_verb_no_lever_uses_fails():
@@ -82,28 +106,57 @@ def test_a_granted_verb_no_lever_uses_fails():
     others = [lever for lever in LEVERS.values() if lever.name != "keda-pause"]
     unused, missing = rbac_diff(granted(cell_rbac()), needed(others))
     assert not missing
+    ns = "serve-chat"
     assert unused == {
-        ("keda.sh", "scaledobjects", "get", None),
-        ("keda.sh", "scaledobjects", "patch", None),
-        ("apps", "deployments/scale", "get", None),
-        ("apps", "statefulsets/scale", "get", None),
-        ("argoproj.io", "rollouts/scale", "get", None),
+        ("keda.sh", "scaledobjects", "get", None, ns),
+        ("keda.sh", "scaledobjects", "patch", None, ns),
+        ("apps", "deployments/scale", "get", None, ns),
+        ("apps", "statefulsets/scale", "get", None, ns),
+        ("argoproj.io", "rollouts/scale", "get", None, ns),
     }
     # One verb too many on a rule that is otherwise needed.
     rbac = cell_rbac()
-    [role] = of_kind(rbac, "ClusterRole")
-    next(r for r in role["rules"] if r["resources"] == ["pods"])["verbs"].append("list")
+    sandbox = next(r for r in of_kind(rbac, "Role") if r["metadata"]["namespace"] == "sbx-tenant-acme")
+    next(r for r in sandbox["rules"] if r["resources"] == ["pods"])["verbs"].append("list")
     unused, missing = rbac_diff(granted(rbac), needed())
-    assert unused == {("", "pods", "list", None)} and not missing
+    assert unused == {("", "pods", "list", None, "sbx-tenant-acme")} and not missing
+    # The same rule cluster-wide instead of in its namespace: granted where it is not needed.
+    rbac = cell_rbac()
+    [cluster] = of_kind(rbac, "ClusterRole")
+    cluster["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]})
+    unused, _ = rbac_diff(granted(rbac), needed())
+    assert unused == {("", "pods", "get", None, None), ("", "pods", "patch", None, None)}
 
 
-def test_the_killswitch_configmap_is_granted_by_name_only():
+@pytest.mark.parametrize(
+    ("lever", "resource"),
+    [
+        ("sandbox-quarantine", "pods"),
+        ("route-weight", "httproutes"),
+        ("keda-pause", "scaledobjects"),
+        ("rollout-abort", "rollouts/status"),
+        ("jobset-suspend", "jobsets"),
+        ("jobset-suspend", "workloads"),
+    ],
+)
+def test_a_namespaced_lever_may_write_only_in_the_namespaces_the_policy_names(lever, resource):
+    """Sandbox pods only in the sandbox namespaces, routes only in the route table's, and so on."""
+    writes = {g for g in granted(cell_rbac()) if g[1] == resource and g[2] == "patch"}
+    assert {g[4] for g in writes} == set(policy().namespaces[lever])
+    assert all(g[4] is not None for g in writes)
+
+
+def test_the_killswitch_configmap_is_granted_by_name_only_in_its_namespace():
     grants = granted(cell_rbac())
     configmaps = {g for g in grants if g[1] == "configmaps"}
-    assert configmaps == {("", "configmaps", "get", FLAGS_CONFIGMAP), ("", "configmaps", "patch", FLAGS_CONFIGMAP)}
+    ns = "toolgw"
+    assert configmaps == {
+        ("", "configmaps", "get", FLAGS_CONFIGMAP, ns),
+        ("", "configmaps", "patch", FLAGS_CONFIGMAP, ns),
+    }
     # A need of any ConfigMap would not be met by the named grant.
     _, missing = rbac_diff(grants, needed(reads=[*READS, Access("", "configmaps", ("get",))]))
-    assert missing == {("", "configmaps", "get", None)}
+    assert missing == {("", "configmaps", "get", None, None)}
 
 
 def test_the_shipped_policy_names_the_configmap_rbac_grants():
@@ -122,12 +175,11 @@ def test_nothing_dangerous_is_granted(path):
             assert not set(rule["resources"]) & NEVER_RESOURCES, rule
             assert not any(r.endswith("/*") or r.startswith("*/") for r in rule["resources"]), rule
             assert not set(rule["verbs"]) & NEVER_VERBS, rule
+    roles = {o["metadata"]["namespace"] for o in of_kind(objs, "Role")}
     for binding in of_kind(objs, "ClusterRoleBinding") + of_kind(objs, "RoleBinding"):
-        assert binding["roleRef"] == {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "firebreak",
-        }
+        kind = "ClusterRole" if binding["kind"] == "ClusterRoleBinding" else "Role"
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": "firebreak"}
+        assert kind == "ClusterRole" or binding["metadata"]["namespace"] in roles, binding
         for subject in binding["subjects"]:
             assert subject["kind"] == "ServiceAccount" and subject["name"] == "firebreak", subject
             assert not subject["name"].startswith("system:"), subject
@@ -136,7 +188,7 @@ def test_nothing_dangerous_is_granted(path):
 @pytest.mark.parametrize("path", OVERLAYS)
 def test_the_home_service_account_is_the_one_bound(path):
     objs = render(path)
-    for binding in of_kind(objs, "ClusterRoleBinding"):
+    for binding in of_kind(objs, "ClusterRoleBinding") + of_kind(objs, "RoleBinding"):
         for subject in binding["subjects"]:
             sa = [o for o in of_kind(objs, "ServiceAccount") if o["metadata"]["name"] == subject["name"]]
             assert sa and sa[0]["metadata"]["namespace"] == subject["namespace"]

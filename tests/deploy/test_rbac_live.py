@@ -1,7 +1,8 @@
 """Every lever, and `changed`, against the fake API server with ONLY the rules of the rendered
-ClusterRole (world/fbworld/kube answers 403 as RBAC would): dry run, pull, verify and undo each, and
-nothing is forbidden. And every permission the ClusterRole grants is used by some call: the grant is
-exactly what the code does, checked on the wire as well as against the declared `needs`."""
+ClusterRole and Roles (world/fbworld/kube answers 403 as RBAC would, a Role's rules only in its
+namespace): dry run, pull, verify and undo each, and nothing is forbidden. And every permission
+deploy/rbac grants is used by some call: the grant is exactly what the code does, checked on the wire
+as well as against the declared `needs`. (tests/realkube runs the same RBAC on a real kube-apiserver.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from fbworld.kube.auth import request_info
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
-from tests.support.deploy import Grant, of_kind, render, rule_grants
+from tests.support.deploy import Grant, granted, of_kind, render
 from tests.support.levers import MODEL, OPS, SEC, replace_hook, say
 
 NS = "serve-chat"
@@ -29,8 +30,16 @@ def app_settings(prometheus) -> dict:
 
 
 def clusterrole_rules() -> list[Rule]:
-    [role] = of_kind(render("overlays/example"), "ClusterRole")
-    return [Rule(r["verbs"], r["apiGroups"], r["resources"], r.get("resourceNames") or ()) for r in role["rules"]]
+    """The rendered ClusterRole's rules and every Role's, each Role's limited to its namespace."""
+    objs = render("overlays/example")
+    out = []
+    for role in of_kind(objs, "ClusterRole") + of_kind(objs, "Role"):
+        ns = role["metadata"].get("namespace") if role["kind"] == "Role" else None
+        out += [
+            Rule(r["verbs"], r["apiGroups"], r["resources"], r.get("resourceNames") or (), namespace=ns)
+            for r in role["rules"]
+        ]
+    return out
 
 
 def scaled(name: str, api_version: str, kind: str, target: str) -> dict:
@@ -138,17 +147,17 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
         info = request_info(r.method, r.path, r.query)
         if info.is_resource:
             resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
-            used.add((info.group, resource, info.verb, None))
-    grants = {
-        (g, res, verb, None)
-        for g, res, verb, _ in rule_grants(of_kind(render("overlays/example"), "ClusterRole")[0]["rules"])
-    }
-    assert grants - used == set(), f"granted, but no lever or `changed` called it: {sorted(grants - used)}"
-    assert used - grants == set()
+            used.add((info.group, resource, info.verb, None, info.namespace or None))
+    # A grant is used when a call fell under it: a cluster-wide one by a call in any namespace.
+    grants = {(g, res, verb, None, ns) for g, res, verb, _, ns in granted(render("overlays/example"))}
+    unused = {g for g in grants if not any(u[:3] == g[:3] and g[4] in (None, u[4]) for u in used)}
+    assert unused == set(), f"granted, but no lever or `changed` called it: {sorted(unused, key=str)}"
+    uncovered = {u for u in used if not any(u[:3] == g[:3] and g[4] in (None, u[4]) for g in grants)}
+    assert uncovered == set()
 
 
 async def test_without_its_rule_a_lever_gets_the_api_servers_403(app, cells):
-    """The negative control: the same fake, the ClusterRole less `rollouts/status`, and rollout-abort is
+    """The negative control: the same fake, the RBAC less `rollouts/status`, and rollout-abort is
     refused by the API server, naming what is missing (so the test above would catch a missing verb)."""
     rules = [r for r in clusterrole_rules() if list(r.resources) != ["rollouts/status"]]
     assert len(rules) == len(clusterrole_rules()) - 1

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from bot.policy.levers import LeversPolicy
+from bot.policy.loader import load_policy
 from bot.triage.access import READS
 from levers.base import Access, Lever
 from levers.catalogue import LEVERS
@@ -29,8 +31,9 @@ APPLIED = (*OVERLAYS, "cell")
 KUBERNETES_VERSION = "1.30"
 
 Obj = dict[str, Any]
-# One RBAC permission: (apiGroup, resource[/subresource], verb, resourceName or None for every name).
-Grant = tuple[str, str, str, str | None]
+# One RBAC permission: (apiGroup, resource[/subresource], verb, resourceName or None for every name,
+# namespace or None for every namespace: a ClusterRole's).
+Grant = tuple[str, str, str, str | None, str | None]
 
 
 def kubectl() -> str:
@@ -78,8 +81,8 @@ def pod_specs(objs: Iterable[Obj]) -> Iterator[tuple[Obj, Obj]]:
 # ----------------------------------------------------------------------------------- RBAC
 
 
-def rule_grants(rules: Iterable[Obj]) -> set[Grant]:
-    """Every permission a list of PolicyRules grants, one per (group, resource, verb, name)."""
+def rule_grants(rules: Iterable[Obj], namespace: str | None = None) -> set[Grant]:
+    """Every permission a list of PolicyRules grants (in `namespace`, or everywhere: a ClusterRole's)."""
     out: set[Grant] = set()
     for r in rules:
         names = r.get("resourceNames") or [None]
@@ -87,28 +90,56 @@ def rule_grants(rules: Iterable[Obj]) -> set[Grant]:
             for res in r.get("resources") or []:
                 for verb in r.get("verbs") or []:
                     for name in names:
-                        out.add((g, res, verb, name))
+                        out.add((g, res, verb, name, namespace))
     return out
 
 
-def access_grants(needs: Iterable[Access]) -> set[Grant]:
+def access_grants(needs: Iterable[Access], namespace: str | None = None) -> set[Grant]:
     out: set[Grant] = set()
     for a in needs:
         for verb in a.verbs:
             for name in a.names or (None,):
-                out.add((a.group, a.resource, verb, name))
+                out.add((a.group, a.resource, verb, name, namespace))
     return out
 
 
-def needed(levers: Iterable[Lever] | None = None, reads: Iterable[Access] = READS) -> set[Grant]:
-    """What Firebreak's code says it calls in a cell: every lever's `needs` and `changed`'s reads."""
+def policy() -> LeversPolicy:
+    return load_policy(REPO / "policies", levers=list(LEVERS)).levers
+
+
+def where(lever: Lever, pol: LeversPolicy) -> list[str | None]:
+    """Where a lever acts: None (cluster-wide) for a cluster-scoped kind, else the policy's namespaces."""
+    if not lever.kind.namespaced:
+        return [None]
+    if lever.name == "killswitch":
+        return [pol.killswitch.configmap.rpartition("/")[0]]
+    return list(pol.namespaces.get(lever.name) or [])
+
+
+def needed(
+    levers: Iterable[Lever] | None = None, reads: Iterable[Access] = READS, pol: LeversPolicy | None = None
+) -> set[Grant]:
+    """What Firebreak's code says it calls in a cell: each lever's `needs` where the policy says it acts
+    (every need of a lever on a namespaced kind is in its target's namespace), and `changed`'s reads
+    everywhere. A namespaced need that a cluster-wide one already covers is not needed twice."""
     levers = LEVERS.values() if levers is None else levers
-    return access_grants([*(a for lever in levers for a in lever.needs), *reads])
+    pol = policy() if pol is None else pol
+    out = access_grants(reads)
+    for lever in levers:
+        for ns in where(lever, pol):
+            out |= access_grants(lever.needs, ns)
+    return {g for g in out if g[4] is None or (*g[:4], None) not in out}
 
 
 def granted(objs: Iterable[Obj]) -> set[Grant]:
-    """What the rendered ClusterRoles and Roles grant."""
-    return rule_grants(r for o in objs if o["kind"] in ("ClusterRole", "Role") for r in o.get("rules") or [])
+    """What the rendered ClusterRoles and Roles grant (a Role's, in its namespace)."""
+    out: set[Grant] = set()
+    for o in objs:
+        if o["kind"] == "ClusterRole":
+            out |= rule_grants(o.get("rules") or [])
+        elif o["kind"] == "Role":
+            out |= rule_grants(o.get("rules") or [], o["metadata"]["namespace"])
+    return out
 
 
 def rbac_diff(grants: set[Grant], needs: set[Grant]) -> tuple[set[Grant], set[Grant]]:

@@ -20,12 +20,14 @@ _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 @dataclass(frozen=True)
 class Rule:
     """One RBAC PolicyRule: verbs, apiGroups ("" is core), resources ("nodes", "rollouts/status",
-    "*", "*/scale") and optional resourceNames."""
+    "*", "*/scale") and optional resourceNames. With `namespace`, a Role's rule: it allows only requests
+    in that namespace (never a cluster-scoped or all-namespaces one), as a RoleBinding grants it."""
 
     verbs: Sequence[str]
     groups: Sequence[str]
     resources: Sequence[str]
     names: Sequence[str] = ()
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         # A bare string would match per character; RBAC rules are lists.
@@ -40,6 +42,7 @@ class Rule:
             and ("*" in self.groups or req.group in self.groups)
             and _resource_matches(self.resources, combined, req.subresource)
             and (not self.names or req.name in self.names)
+            and (self.namespace is None or req.namespace == self.namespace)
         )
 
 

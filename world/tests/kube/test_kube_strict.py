@@ -141,6 +141,25 @@ async def test_rbac_denies_with_the_apiservers_403(cell, api):
     assert (await core.patch_node(NODE, {"spec": {"unschedulable": True}})).spec.unschedulable is True
 
 
+@pytest.mark.asyncio
+async def test_a_roles_rule_allows_only_in_its_namespace(cell, api):
+    cell.allow_only(Rule(["get", "patch"], [""], ["pods"], namespace="sbx-tenant-acme"))
+    cell.put(samples.pod())
+    cell.put(samples.pod(ns="serve-chat", name="other"))
+    core = client.CoreV1Api(api)
+    label = {"metadata": {"labels": {"ir.corp/quarantine": "true"}}}
+    assert (await core.patch_namespaced_pod("sess-7f3a9c-0", "sbx-tenant-acme", label)).metadata.labels
+    with pytest.raises(ApiException) as ei:
+        await core.patch_namespaced_pod("other", "serve-chat", label)
+    assert status_of(ei.value)["message"] == (
+        'pods "other" is forbidden: User "fake-user" cannot patch resource "pods" in API group "" '
+        'in the namespace "serve-chat"'
+    )
+    with pytest.raises(ApiException) as ei:  # every namespace at once is not this namespace
+        await core.list_pod_for_all_namespaces()
+    assert ei.value.status == 403
+
+
 @needs_kubectl
 @pytest.mark.asyncio
 async def test_kubectl_sees_the_403_and_discovery_stays_open(cell, kubeconfig):
