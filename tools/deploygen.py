@@ -612,7 +612,7 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
     out.append(
         _policy(
             "firebreak-nodehealthchecks",
-            "remediation pause (a later lever; nothing grants it yet)",
+            "remediation-pause",
             nhc_what,
             [{"apiGroups": ["remediation.medik8s.io"], "resources": ["nodehealthchecks"]}],
             [_top(["spec"]), *common, _field("spec", ["pauseRequests"])],
