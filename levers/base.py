@@ -209,6 +209,10 @@ class Lever(ABC):
         """Where the plan's changes live: the target, or the object the lever acts through (plan.path)."""
         return plan.path or self.path(ctx)
 
+    def manual_undo(self, target: str, context: str, pre_state: dict[str, Any]) -> str:
+        """For a lever Firebreak can't undo: what a person runs to put back what it changed ('' if nothing fits)."""
+        return ""
+
     def undo_ops(self, changes: dict[str, Any], pre_state: dict[str, Any], current: dict[str, Any]) -> list[Any]:
         """The guarded JSON patch that puts back what this lever changed in `current`."""
         return restore_ops(changes, pre_state, current)

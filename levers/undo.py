@@ -50,7 +50,12 @@ async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Out
     grant = authz.allowed_grant(req)
     if not lever.reversible:
         await hooks.grant_used(svc, rec, grant, "undo refused: not reversible")
-        raise Refusal(f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}.", request=rec.id)
+        by_hand = lever.manual_undo(rec.target, rec.context, rec.pre_state)
+        raise Refusal(
+            f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}."
+            + (f" To put it back: `{by_hand}`" if by_hand else ""),
+            request=rec.id,
+        )
     checked = None
     if rec.state is LeverState.done:
         gate = await _checked(svc, rec, lever)

@@ -7,11 +7,15 @@ tenant without one. A level that would widen it is refused with the figures.
 With neither key (or a value policy does not rank), the gateway's own built-in default applies,
 which Firebreak cannot read: then only the narrowest level is accepted, the one level that can't
 widen whatever that default is, so containment stays possible at 3 a.m. The plan's notes say so.
-Undo restores the previous value (the key removed if it had none).
+No Firebreak undo: the API server lets Firebreak's identity only narrow the kill switch
+(deploy/admission, rule firebreak-configmaps), so a leaked bot token can't widen any tenant's tools.
+Restoring a tenant is a person's write; the refusal of `undo` gives the kubectl line that puts back
+exactly the value Firebreak found (or removes the key it added).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -21,7 +25,7 @@ from bot.chat import quote
 from bot.policy.levers import LeverRule, LeversPolicy
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
-from levers.plan import Plan, container_pre, is_absent, ptr, read
+from levers.plan import Plan, container_pre, is_absent, ptr, read, unesc
 
 # The flags ConfigMap's name in the default policy (killswitch.configmap): RBAC grants that name only.
 # A policy naming another ConfigMap needs the same change in deploy/rbac (and here).
@@ -48,6 +52,24 @@ class Killswitch(Lever):
     kind = Kind("ConfigMap", "", "v1", "configmaps", namespaced=True)
     needs = (Access.on(kind, "get", "patch", names=(FLAGS_CONFIGMAP,)),)  # that one ConfigMap, no other
     summary = "narrow a tenant's max side effect (toolgw-flags), e.g. level=read"
+    reversible = False
+    not_reversible_why = (
+        "the API server lets Firebreak only narrow the kill switch (deploy/admission, firebreak-configmaps), "
+        "so widening a tenant again is a person's write"
+    )
+
+    def manual_undo(self, target: str, context: str, pre_state: dict[str, Any]) -> str:
+        data = {
+            unesc(p.removeprefix("/data/")): (None if is_absent(v) else v)
+            for p, v in pre_state.items()
+            if p.startswith("/data/")
+        }
+        if not data:
+            return ""
+        ns, _, name = target.rpartition("/")
+        patch = json.dumps({"data": data}, separators=(",", ":"), sort_keys=True)
+        return f"kubectl --context {context} -n {ns or 'default'} patch configmap {name} --type merge -p '{patch}'"
+
     Params = KillswitchParams
     usage = "tenant=<tenant> [level=read]"
 

@@ -4,10 +4,13 @@ goes (the gateway's own default can't be read, and `none` can't widen it)."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
 from fbworld.kube import samples
 from levers.store import lever_store
 from tests.support.harness import audit_entries
-from tests.support.levers import SEC, patches, say
+from tests.support.levers import SEC, kubectl, patches, say
 
 CM = ("configmap", "toolgw-flags", "toolgw")
 
@@ -40,7 +43,7 @@ async def test_a_tenant_without_a_key_is_not_widened_past_default(app, cells):
     assert not patches(cells.east3)
 
 
-async def test_narrowing_a_tenant_without_a_key_is_allowed_and_undone(app, cells):
+async def test_narrowing_a_tenant_without_a_key_is_allowed_and_a_person_restores_it(app, cells):
     cells.east3.put(samples.configmap_toolgw(data={"default.max_side_effect": "read"}))
     inc = await app.declare(roles={"security": SEC})
 
@@ -50,7 +53,14 @@ async def test_narrowing_a_tenant_without_a_key_is_allowed_and_undone(app, cells
     rec = await lever_store(app.services).get("REQ-1")
     assert rec.notes == ["newco: `read` → `none` (it had no key: `read` was default's)"]
 
-    assert "undone" in await say(app, "undo REQ-1", SEC, inc.channel_id)
+    # The API server lets Firebreak only narrow (deploy/admission): undo is refused, and names the line
+    # a person runs to put back exactly what Firebreak found (here: no key, so the key goes).
+    out = await say(app, "undo REQ-1", SEC, inc.channel_id)
+    assert "can't be undone by Firebreak: the API server lets Firebreak only narrow the kill switch" in out, out
+    line = re.search(r"To put it back: `(kubectl [^`]+)`", out)
+    assert line, out
+    assert flags(cells) == {"default.max_side_effect": "read", "newco.max_side_effect": "none"}  # nothing undone
+    await kubectl(cells.kubeconfig, "us-east-3", *shlex.split(line.group(1))[3:])  # less "kubectl --context us-east-3"
     assert flags(cells) == {"default.max_side_effect": "read"}  # no key again: default's level applies
 
     # Pinning a tenant at its effective level widens nothing either.
