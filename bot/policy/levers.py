@@ -93,6 +93,9 @@ class LeversPolicy(Strict):
     fleet_targets: list[str] = Field(default_factory=list)  # objects that are fleet-wide wherever they live
     api_timeout_seconds: float = Field(default=10, gt=0)
     rollout_verify_seconds: float = Field(default=20, ge=0)
+    # rollout-abort's verify window per Rollout ("<namespace>/<name>" -> seconds); a Rollout not listed
+    # waits its own spec.progressDeadlineSeconds, else rollout_verify_seconds.
+    rollout_verify_by_rollout: dict[str, float] = Field(default_factory=dict)
     # After a restart, a request still `executing`/`undoing` this long after it started is taken to be
     # a dead process's, and settled from a read-back (never re-applied). Longer than any one execution.
     stuck_after_seconds: float = Field(default=300, gt=0)
@@ -110,6 +113,14 @@ class LeversPolicy(Strict):
         known = (info.context or {}).get("levers")
         if known is not None and (bad := [n for n in v if n not in known]):
             raise ValueError(f"unknown lever(s) {bad}; levers are {', '.join(known)}")
+        return v
+
+    @field_validator("rollout_verify_by_rollout")
+    @classmethod
+    def _windows(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, s in v.items() if s < 0 or k.count("/") != 1]
+        if bad:
+            raise ValueError(f"{bad}: keys are <namespace>/<rollout>, values seconds >= 0")
         return v
 
     @model_validator(mode="after")

@@ -13,7 +13,8 @@ Upstream references (by function, so they can be re-checked):
   inactive branch + evict.Evict (Evicted/Deactivated), JobReconciler.ReconcileGenericJob steps 6-7
   (stop the job on eviction, clear the admission, restart an admitted suspended job),
   WorkloadReconciler's Requeued/Reactivated on reactivation.
-- Argo Rollouts v1.9.1: pauseContext.CalculateAbortStatus (abort, abortedAt),
+- Argo Rollouts v1.9.1: pauseContext.CalculateAbortStatus (abort, abortedAt), newRolloutContext's
+  RemoveAbort on a fully promoted rollout (rollout/controller.go, rolloututil.IsFullyPromoted),
   rolloutContext.calculateRolloutConditions (Progressing=False RolloutAborted, RolloutAbortedMessage),
   rolloututil.CalculateRolloutPhase (Degraded + "<reason>: <message>"), syncRolloutStatusCanary
   (currentStepIndex on abort), reconcileActiveService (blue-green active selector -> stableRS).
@@ -318,8 +319,23 @@ class ArgoController(Controller):
         if ro_rt is None or rs_rt is None:
             return
         for ro in self._items(ro_rt):
-            if (ro.get("status") or {}).get("abort") is True:
+            status = ro.get("status") or {}
+            if status.get("abort") is not True:
+                continue
+            if status.get("stableRS") and status.get("stableRS") == status.get("currentPodHash"):
+                self._remove_abort(ro_rt, ro)
+            else:
                 self._abort(ro_rt, rs_rt, ro)
+
+    def _remove_abort(self, ro_rt: ResourceType, ro: dict) -> None:
+        """A fully promoted rollout (utils/rollout/rolloututil.go IsFullyPromoted: stableRS ==
+        currentPodHash) has nothing to abort: rollout/controller.go newRolloutContext calls
+        pauseContext.RemoveAbort ("Removing abort condition from fully promoted rollout"), and
+        rollout/pause.go CalculateAbortStatus then writes abort=false and drops abortedAt. Nothing
+        else changes: the phase stays what it was (Healthy)."""
+        ro["status"]["abort"] = False
+        ro["status"].pop("abortedAt", None)
+        self._write(ro_rt, ro, self.MANAGER, "status")
 
     def _replica_sets(self, rs_rt: ResourceType, ro: dict) -> dict[str, dict]:
         """This rollout's ReplicaSets by pod-template hash: owned by it, or (unowned) matching its selector."""
