@@ -21,7 +21,9 @@ def prometheus(tmp_path_factory):
     ensure_services_installed()
     busy = ttft_scenario({"us-east-2": 0.001}, start_ts=T0 - 7200, minutes=240)
     idle = ttft_scenario({"us-east-3": 0.0}, start_ts=T0 - 7200, minutes=240, requests_per_step=0)
-    prom = PrometheusServer(tmp_path_factory.mktemp("prom"), dataclasses.replace(busy, series=busy.series + idle.series))
+    prom = PrometheusServer(
+        tmp_path_factory.mktemp("prom"), dataclasses.replace(busy, series=busy.series + idle.series)
+    )
     asyncio.run(prom.start())
     yield prom
     asyncio.run(prom.stop())
