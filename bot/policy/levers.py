@@ -96,6 +96,9 @@ class LeversPolicy(Strict):
     # rollout-abort's verify window per Rollout ("<namespace>/<name>" -> seconds); a Rollout not listed
     # waits its own spec.progressDeadlineSeconds, else rollout_verify_seconds.
     rollout_verify_by_rollout: dict[str, float] = Field(default_factory=dict)
+    # An object Argo CD or Flux manages is read back again this long after a lever applied, so a
+    # revert by the controller's sync or drift correction is seen (levers/gitops.py).
+    gitops_resync_seconds: float = Field(default=30, ge=0)
     # After a restart, a request still `executing`/`undoing` this long after it started is taken to be
     # a dead process's, and settled from a read-back (never re-applied). Longer than any one execution.
     stuck_after_seconds: float = Field(default=300, gt=0)
