@@ -63,8 +63,7 @@ async def test_a_flux_managed_change_that_holds_is_verified_after_the_window(app
     out = await say(app, PULL, OPS, inc.channel_id)
     assert (
         "applied and verified (stopPolicy=Hold; still in place 1.5s later "
-        "(managed by Flux Kustomization flux-system/queues)"
-        in out
+        "(managed by Flux Kustomization flux-system/queues)" in out
     ), out
     rec = await lever_store(app.services).get("REQ-1")
     assert any("managed by Flux Kustomization flux-system/queues: it may revert this." in n for n in rec.notes)
