@@ -55,7 +55,8 @@ def gpu_node(cell: str, n: int, policy: Policy) -> dict[str, Any]:
 def cell_objects(cell: str, policy: Policy) -> list[dict[str, Any]]:
     """What one cell serves: a Kueue ClusterQueue with a Kueue-managed JobSet, the 70B model's Argo
     Rollout (KEDA scales it) with its ReplicaSets, a router Deployment KEDA scales, the tool
-    gateway's flags, an agent sandbox pod with its namespace's quarantine deny-all, and the GPU nodes with the GPU taint they carry."""
+    gateway's flags, an agent sandbox pod with its namespace's quarantine deny-all, and the GPU nodes
+    with the GPU taint they carry."""
     rollout = samples.rollout("serve-chat", "llm-70b")
     cm_ns, cm_name = policy.levers.killswitch.configmap.split("/", 1)
     return [
