@@ -12,6 +12,7 @@ both squeeze under either limit. Dry-runs only check. The Redis side
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from levers import outofservice
@@ -44,12 +45,21 @@ def _rate_text(cell: str, used: int, limit: int) -> str:
     )
 
 
+def allowed_out(total: int, fraction: float) -> int:
+    """How many of `total` GPU nodes may be quarantined: the policy's fraction, rounded down, but at
+    least one node whenever the fraction is above zero (10% of a 5-node cell is one node, not none)."""
+    if total <= 0 or fraction <= 0:
+        return 0
+    return max(1, math.floor(total * fraction + 1e-9))  # 1e-9: 0.3 * 10 is 2.9999999999999996
+
+
 def _floor_text(ctx: Ctx, node: str, before: int, after: int, total: int) -> str:
     frac = ctx.policy.node_quarantine.max_quarantined_fraction
+    small = " (at least one node in any cell)" if frac > 0 and total * frac < 1 else ""
     return (
         f"Quarantine floor: {ctx.cell} has {before} of {total} GPU nodes quarantined; "
         f"{node} would make it {after} of {total} ({after / total:.0%}), above the policy "
-        f"maximum of {frac:.0%}. Check whether the signal itself is wrong."
+        f"maximum of {frac:.0%}{small}. Check whether the signal itself is wrong."
     )
 
 
@@ -78,7 +88,7 @@ def check_floor(ctx: Ctx, nodes: list[dict[str, Any]], node: str) -> str:
     after = out | ({node} & names)
     total = len(names)
     ctx.scratch.update(floor_total=total, floor_out=sorted(out), floor_listed_at=ctx.svc.clock.now())
-    if total and len(after) / total > pol.max_quarantined_fraction:
+    if total and len(after) > allowed_out(total, pol.max_quarantined_fraction):
         _breach(ctx, _floor_text(ctx, node, len(out), len(after), total) + _who(found))
     return f"{len(after)} of {total} GPU nodes in {ctx.cell} quarantined after this"
 
@@ -95,7 +105,9 @@ async def reserve(ctx: Ctx) -> None:
         limit=limit,
         window=HOUR,
         total=ctx.scratch["floor_total"],
-        max_fraction=pol.max_quarantined_fraction,
+        # The script compares after/total with this; allowed/total makes it the same whole-node limit.
+        max_fraction=allowed_out(ctx.scratch["floor_total"], pol.max_quarantined_fraction)
+        / max(ctx.scratch["floor_total"], 1),
         listed_at=ctx.scratch["floor_listed_at"],
         override=ctx.budget_override,
         listed=ctx.scratch["floor_out"],

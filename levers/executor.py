@@ -19,7 +19,7 @@ from bot import logs, metrics
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.services import Services
-from levers import authz, hooks, inflight, messages, resolve
+from levers import authz, gitops, hooks, inflight, messages, resolve
 from levers.apply import Changed, NotApplied, apply_plan
 from levers.base import Ctx, Lever, LeverRefusal
 from levers.catalogue import LEVERS
@@ -186,7 +186,7 @@ async def _record(
     )
     try:
         after = await ctx.kube.get(lever.object_path(ctx, plan))
-        verdict = await lever.verify(ctx, plan, after)
+        verdict = await gitops.recheck(lever, ctx, plan, await lever.verify(ctx, plan, after), after)
         rv = (after.get("metadata") or {}).get("resourceVersion")
     except KubeError as e:
         verdict, rv = None, None

@@ -77,28 +77,41 @@ def _values(cell: str, got: Result) -> list[float]:
         raise LeverRefusal(f"No headroom figure for {cell}: {exc}; {_FAIL_CLOSED}") from None
 
 
-async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float]:
-    """TTFT burn per cell; LeverRefusal when Prometheus can't answer for every cell."""
+async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float | None]:
+    """TTFT burn per cell, None for a cell with no traffic; LeverRefusal when Prometheus can't answer
+    for every cell."""
     pol = svc.policy.levers.headroom
     prom = svc.prometheus
     if prom is None:
         raise LeverRefusal(
             "Headroom check needs Prometheus and PROMETHEUS_URL is not set; route-weight refuses without it."
         )
-    out: dict[str, float] = {}
+    out: dict[str, float | None] = {}
     for cell in cells:
         promql = pol.render(cell)
-        values = _values(cell, await prom.query(promql, svc.clock.now(), pol.timeout_seconds))
+        got = await prom.query(promql, svc.clock.now(), pol.timeout_seconds)
+        values = _values(cell, got)
         if not values:
             raise LeverRefusal(
                 f"Prometheus has no TTFT data for receiving cell {cell}; can't confirm headroom, so nothing changed."
             )
-        # NaN (e.g. no requests in the window) must not hide behind max(): it counts as hot.
-        out[cell] = math.nan if any(math.isnan(v) for v in values) else max(values)
+        nan = [math.isnan(v) for v in values]
+        if not any(nan):
+            out[cell] = max(values)
+        elif all(nan) and isinstance(got, Vector):
+            # The cell's series are there and every one is NaN: a ratio of rates that is 0/0, no
+            # requests in the window. An idle cell has all its capacity free.
+            out[cell] = None
+        else:
+            # A scalar NaN (scalar() of no series) says nothing about the cell, and a NaN must not hide
+            # behind another series' figure in max(): either counts as hot.
+            out[cell] = math.nan
     return out
 
 
-def _burn(b: float) -> str:
+def _burn(b: float | None) -> str:
+    if b is None:
+        return "no traffic"
     return "NaN" if math.isnan(b) else f"{b:.2f}x"
 
 
@@ -107,7 +120,7 @@ async def check(svc: Services, cells: list[str]) -> str:
     limit = svc.policy.levers.headroom.max_burn
     burns = await burn_rates(svc, cells)
     figures = ", ".join(f"{c} {_burn(b)}" for c, b in burns.items())
-    hot = [c for c, b in burns.items() if not b < limit]  # NaN counts as hot
+    hot = [c for c, b in burns.items() if b is not None and not b < limit]  # NaN counts as hot
     if hot:
         raise LeverRefusal(
             f"No headroom: TTFT SLO burn over 1h is {figures} (must be below {limit:g}x); "

@@ -15,7 +15,7 @@ from typing import Any
 from bot.chat import quote
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from levers import authz, hooks, messages
+from levers import authz, gitops, hooks, messages
 from levers.base import Ctx, LeverRefusal, Target, params_of, version_of
 from levers.catalogue import LEVERS
 from levers.commands import PullLever
@@ -127,6 +127,8 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
     try:
         plan = await lever.plan(ctx, obj)
         await lever.check(ctx, plan, obj)
+        if managed := gitops.plan_note(obj, gitops.window(ctx)):
+            plan.notes.append(managed)
     except LeverRefusal as e:
         raise Refusal(
             f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) not pulled, nothing changed: {e}", request=ctx.req_id

@@ -130,6 +130,12 @@ class LeversPolicy(Strict):
     fleet_targets: list[str] = Field(default_factory=list)  # objects that are fleet-wide wherever they live
     api_timeout_seconds: float = Field(default=10, gt=0)
     rollout_verify_seconds: float = Field(default=20, ge=0)
+    # rollout-abort's verify window per Rollout ("<namespace>/<name>" -> seconds); a Rollout not listed
+    # waits its own spec.progressDeadlineSeconds, else rollout_verify_seconds.
+    rollout_verify_by_rollout: dict[str, float] = Field(default_factory=dict)
+    # An object Argo CD or Flux manages is read back again this long after a lever applied, so a
+    # revert by the controller's sync or drift correction is seen (levers/gitops.py).
+    gitops_resync_seconds: float = Field(default=30, ge=0)
     # After a restart, a request still `executing`/`undoing` this long after it started is taken to be
     # a dead process's, and settled from a read-back (never re-applied). Longer than any one execution.
     stuck_after_seconds: float = Field(default=300, gt=0)
@@ -161,6 +167,14 @@ class LeversPolicy(Strict):
         for lever, names in v.items():
             if bad := [n for n in names if not _NAMESPACE.fullmatch(n)]:
                 raise ValueError(f"{lever}: {bad} are not namespace names (lowercase letters, digits and -)")
+        return v
+
+    @field_validator("rollout_verify_by_rollout")
+    @classmethod
+    def _windows(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, s in v.items() if s < 0 or k.count("/") != 1]
+        if bad:
+            raise ValueError(f"{bad}: keys are <namespace>/<rollout>, values seconds >= 0")
         return v
 
     @model_validator(mode="after")

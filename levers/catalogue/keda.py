@@ -1,28 +1,37 @@
-"""keda-pause: freeze a ScaledObject at its target's current replica count.
+"""keda-pause: pause a ScaledObject with KEDA's own annotation, so scale-in can't destroy warm capacity.
 
-The registry-outage move: scale-in can't destroy warm capacity while the
-pause annotation holds. The count comes from the scale target's /scale; the
-target's resource (plural) is looked up in the cluster's discovery, as KEDA
-does through its REST mapper, never derived from the kind's spelling.
+By default it sets `autoscaling.keda.sh/paused: "true"`: KEDA v2.20 (controllers/keda/
+scaledobject_controller.go handlePause, scaleTargetToPausedCount) stops its scale loop and leaves the
+target at whatever replicas it has, so nothing is read and written back (reading the count and then
+writing it races the autoscaler). Paused either way, KEDA deletes the HPA it owns, and recreates it
+when the annotation goes.
+
+`replicas=<n>` pins the target at n instead (`autoscaling.keda.sh/paused-replicas`: KEDA scales the
+target to n through /scale); `replicas=current` reads the count from the target's /scale first (which
+races the autoscaler). The target's resource (plural) is looked up in the cluster's discovery, as
+KEDA does through its REST mapper, never derived from the kind's spelling.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import field_validator
 
 from bot.policy.levers import LeverRule
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import Plan, ptr
 
-PAUSED = "autoscaling.keda.sh/paused-replicas"
+PAUSED = "autoscaling.keda.sh/paused"  # v1alpha1.PausedAnnotation: freeze at the current count
+PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"  # v1alpha1.PausedReplicasAnnotation
 # KEDA's defaults for an empty scaleTargetRef.apiVersion / kind.
 DEFAULT_API_VERSION = "apps/v1"
 DEFAULT_KIND = "Deployment"
-# The scale targets whose /scale Firebreak may read (deploy/rbac): KEDA's default, StatefulSets and Argo
-# Rollouts. A ScaledObject scaling another kind gets the API server's 403 naming `<plural>/scale`:
-# grant it in deploy/rbac and add it here.
+# The scale targets whose /scale Firebreak may read (deploy/rbac) for replicas=current: KEDA's default,
+# StatefulSets and Argo Rollouts. A ScaledObject scaling another kind gets the API server's 403 naming
+# `<plural>/scale`: grant it in deploy/rbac and add it here.
 SCALE_TARGETS = (
     Access("apps", "deployments/scale", ("get",)),
     Access("apps", "statefulsets/scale", ("get",)),
@@ -44,18 +53,65 @@ async def scale_path(ctx: Ctx, namespace: str, ref: dict[str, Any]) -> str:
     return f"{base}/namespaces/{namespace}/{plural}/{ref['name']}/scale"
 
 
+class KedaParams(NoParams):
+    replicas: int | Literal["current"] | None = None
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _count(cls, v: Any) -> Any:
+        if v is None or v == "current":
+            return v
+        text = str(v)
+        if not text.isdigit() or len(text) > 6:
+            raise ValueError("a count of replicas (0-999999), or `current`")
+        return int(text)
+
+
 class KedaPause(Lever):
     name = "keda-pause"
     default_rule = LeverRule(roles=["ops"])
     kind = Kind("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects", namespaced=True)
-    needs = (Access.on(kind, "get", "patch"), *SCALE_TARGETS)  # the target's plural comes from discovery
-    summary = "freeze a ScaledObject at its target's current replicas (stop scale-in)"
+    # The target's /scale is read only for replicas=current; its plural comes from discovery.
+    needs = (Access.on(kind, "get", "patch"), *SCALE_TARGETS)
+    summary = "pause a ScaledObject with KEDA's paused annotation: its target keeps its replicas (stop scale-in)"
+    Params = KedaParams
+    usage = "[replicas=<n>|current]"
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
+        p = ctx.params_as(KedaParams)
         ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
         if not ref.get("name"):
             raise LeverRefusal(f"ScaledObject {ctx.target} has no spec.scaleTargetRef.name; nothing to freeze.")
         kind = ref.get("kind") or DEFAULT_KIND
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        held = [k for k in (PAUSED_REPLICAS, PAUSED) if k in annotations]
+        if held:
+            # KEDA reads these already (paused-replicas wins): another pause changes nothing or moves the
+            # count, and its undo would take away a pause someone else set.
+            said = ", ".join(f"{k}={annotations[k]!r}" for k in held)
+            raise LeverRefusal(
+                f"ScaledObject {ctx.target} already carries {said}, which KEDA reads as paused: nothing to do. "
+                f"To hand it back to the autoscaler: kubectl annotate scaledobject {ctx.target.name} "
+                f"-n {ctx.target.namespace} {held[0]}-"
+            )
+        if p.replicas is None:
+            return merge_plan(
+                self,
+                ctx,
+                obj,
+                {ptr("metadata", "annotations", PAUSED): "true"},
+                f"paused at its current replicas ({kind} {ref['name']}, {PAUSED}=true)",
+            )
+        replicas = await self._current(ctx, ref, kind) if p.replicas == "current" else p.replicas
+        return merge_plan(
+            self,
+            ctx,
+            obj,
+            {ptr("metadata", "annotations", PAUSED_REPLICAS): str(replicas)},
+            f"paused at {replicas} replicas ({kind} {ref['name']})",
+        )
+
+    async def _current(self, ctx: Ctx, ref: dict[str, Any], kind: str) -> int:
         path = await scale_path(ctx, ctx.target.namespace or "default", ref)
         try:
             scale = await ctx.kube.get(path)
@@ -66,11 +122,4 @@ class KedaPause(Lever):
                 f"the scale target {kind} {ctx.target.namespace}/{ref['name']} was not found, or has no /scale "
                 f"({e.message})."
             ) from None
-        replicas = int((scale.get("spec") or {}).get("replicas") or 0)
-        return merge_plan(
-            self,
-            ctx,
-            obj,
-            {ptr("metadata", "annotations", PAUSED): str(replicas)},
-            f"paused at {replicas} replicas ({kind} {ref['name']})",
-        )
+        return int((scale.get("spec") or {}).get("replicas") or 0)

@@ -24,8 +24,8 @@ import asyncio
 import shlex
 from typing import Any
 
-from bot.policy.levers import LeverRule
-from levers.base import Access, Ctx, Kind, Lever, Verified
+from bot.policy.levers import LeverRule, LeversPolicy
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
 
 ABORT = {"status": {"abort": True}}
@@ -34,6 +34,23 @@ ABORT = {"status": {"abort": True}}
 ABORTED = "RolloutAborted"  # conditions.RolloutAbortedReason
 DEGRADED = "Degraded"  # v1alpha1.RolloutPhaseDegraded
 HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
+
+
+def verify_window(policy: LeversPolicy, target: str, ro: dict[str, Any]) -> tuple[float, str]:
+    """How long verify waits for Argo, and why: the policy's value for this rollout, else the rollout's
+    own spec.progressDeadlineSeconds (a model server may take minutes to load), else the policy default.
+    Kept below stuck_after_seconds, so the in-flight timer never settles a request still verifying."""
+    deadline = (ro.get("spec") or {}).get("progressDeadlineSeconds")
+    if target in policy.rollout_verify_by_rollout:
+        window, why = policy.rollout_verify_by_rollout[target], "policy rollout_verify_by_rollout"
+    elif isinstance(deadline, int) and deadline > 0:
+        window, why = float(deadline), "the rollout's progressDeadlineSeconds"
+    else:
+        window, why = policy.rollout_verify_seconds, "policy rollout_verify_seconds"
+    cap = max(policy.stuck_after_seconds - 2 * policy.api_timeout_seconds, 0)
+    if window > cap:
+        window, why = cap, f"{why}, capped below stuck_after_seconds"
+    return window, why
 
 
 def stable_share(obj: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -65,6 +82,17 @@ class RolloutAbort(Lever):
     )
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
+        status = obj.get("status") or {}
+        stable = status.get("stableRS")
+        if stable and stable == status.get("currentPodHash"):
+            # Argo clears status.abort on a fully promoted rollout (rollout/controller.go newRolloutContext,
+            # rolloututil.IsFullyPromoted): an abort there would be undone at once and never verified.
+            raise LeverRefusal(
+                f"nothing to abort: {ctx.target} is fully promoted (its stable ReplicaSet {stable} is the "
+                "current pod template), and Argo clears an abort there. To go back to an older revision, "
+                f"roll back with your deploy tooling (kubectl argo rollouts undo {ctx.target.name} "
+                f"-n {ctx.target.namespace})."
+            )
         changes: dict[str, Any] = {}
         pre: dict[str, Any] = {"/status/abort": read(obj, "/status/abort")}
         with_provenance(obj, changes, pre, ctx.req_id, ctx.incident)
@@ -89,7 +117,10 @@ class RolloutAbort(Lever):
             f"{abort.kubectl}  # = {' '.join(shlex.quote(p) for p in plugin)}",
         )
         changes["/status/abort"] = True
-        return Plan([annotate, abort], changes, pre, "abort=true")
+        window, why = verify_window(ctx.policy, str(ctx.target), obj)
+        plan = Plan([annotate, abort], changes, pre, "abort=true")
+        plan.notes.append(f"verify waits up to {window:g}s for Argo to settle the abort ({why})")
+        return plan
 
     async def _stable_rs(self, ctx: Ctx, stable_hash: str) -> dict[str, Any] | None:
         """The Rollout's ReplicaSet whose pod-template hash is status.stableRS."""
@@ -148,7 +179,8 @@ class RolloutAbort(Lever):
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
         # Nothing here reconciles: the Argo controller does, so give it a bounded while.
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + ctx.policy.rollout_verify_seconds
+        window, _ = verify_window(ctx.policy, str(ctx.target), after)
+        deadline = loop.time() + window
         unmet: list[str] = []
         while True:
             aborted = read(after, "/status/abort") is True
@@ -164,6 +196,6 @@ class RolloutAbort(Lever):
             return Verified(False, "status.abort is not set on read-back")
         return Verified(
             False,
-            f"abort set, but {'; '.join(unmet)} after {ctx.policy.rollout_verify_seconds:g}s: "
+            f"abort set, but {'; '.join(unmet)} after {window:g}s: "
             f"watch `kubectl argo rollouts get rollout {ctx.target.name} -n {ctx.target.namespace}`",
         )

@@ -81,7 +81,20 @@ class RouteWeight(Lever):
         fld = _field(ctx, r, p.backend)
         stored = await lever_store(ctx.svc).route_baseline(ctx.incident, fld)
         baseline = stored if stored is not None else current
-        weights = sorted({round(baseline * s / 100) for s in pol.steps_percent}, reverse=True)
+        per_step = [round(baseline * s / 100) for s in pol.steps_percent]
+        if baseline > 0 and len(set(per_step)) < len(per_step):
+            # Two steps land on one whole weight (50% of 1 rounds to 0): stepping would skip a step,
+            # and at the default weight 1 the first step would drain the backend.
+            pcts = " → ".join(f"{s}" for s in pol.steps_percent)
+            lost = next(s for s, w in zip(pol.steps_percent, per_step, strict=True) if per_step.count(w) > 1 and s)
+            raise LeverRefusal(
+                f"{p.backend}'s baseline weight {baseline} can't be stepped along {pcts} % without skipping a step "
+                f"({lost}% of {baseline} is not a whole weight). "
+                f"Set explicit weights on rule {r} first, e.g. 100 on each backend "
+                f"(kubectl edit httproute {ctx.target.name} -n {ctx.target.namespace}: "
+                "an unset weight is the Gateway API's default, 1), then pull route-weight again."
+            )
+        weights = sorted(set(per_step), reverse=True)
         down = next((w for w in weights if w < current), None)
         up = min((w for w in weights if w > current), default=None)
         new = p.weight if p.weight is not None else down

@@ -63,11 +63,11 @@ CASES = {
                 "llm-70b",
                 "-n",
                 "serve-chat",
-                "autoscaling.keda.sh/paused-replicas=6",
+                "autoscaling.keda.sh/paused=true",
                 "--overwrite",
             ]
         ],
-        "paused at 6 replicas",
+        "paused at its current replicas",
     ),
     "node-quarantine": Case(
         "lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79 ticket=INC-4812",

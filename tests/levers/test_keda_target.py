@@ -130,7 +130,7 @@ async def test_pause_reads_the_targets_scale_and_matches_kubectl(kind, app, cell
     cell.put(scaled_object("llm-frozen", ref))
     original = cell.get("scaledobject", "llm-frozen", NS)
     inc = await app.declare(roles={"ops": OPS})
-    command = "lever keda-pause serve-chat/llm-frozen --cell us-east-3"
+    command = "lever keda-pause serve-chat/llm-frozen --cell us-east-3 replicas=current"  # the count option
 
     dry = await say(app, command + " --dry-run", OPS, inc.channel_id)
     assert f"paused at {replicas} replicas ({kind} {ref['name']})" in dry, dry
@@ -164,7 +164,9 @@ async def test_a_target_kind_the_cluster_does_not_serve_is_refused_by_name(app, 
     inc = await app.declare(roles={"ops": OPS})
     cells.east3.requests.clear()
 
-    out = await say(app, "lever keda-pause serve-chat/llm-kruise --cell us-east-3", OPS, inc.channel_id)
+    out = await say(
+        app, "lever keda-pause serve-chat/llm-kruise --cell us-east-3 replicas=current", OPS, inc.channel_id
+    )
     assert "not pulled, nothing changed" in out, out
     assert "scales a StatefulSet (apps.kruise.io/v1beta1), a kind this cluster does not serve" in out, out
     assert not patches(cells.east3)
@@ -180,7 +182,9 @@ async def test_a_missing_target_is_refused_plainly(app, cells):
     inc = await app.declare(roles={"ops": OPS})
     cells.east3.requests.clear()
 
-    out = await say(app, "lever keda-pause serve-chat/llm-orphan --cell us-east-3", OPS, inc.channel_id)
+    out = await say(
+        app, "lever keda-pause serve-chat/llm-orphan --cell us-east-3 replicas=current", OPS, inc.channel_id
+    )
     assert "not pulled, nothing changed" in out, out
     assert "the scale target Deployment serve-chat/llm-gone was not found, or has no /scale" in out, out
     assert not patches(cells.east3)

@@ -35,7 +35,7 @@ async def test_rollout_abort_unverified_says_what_it_read(app, cells):
 async def test_keda_pause_reads_a_rollout_target_scale(app, cells):
     cells.east3.put(samples.scaled_object(name="llm-8b", target="llm-70b"))  # targets the Rollout (8 replicas)
     inc = await app.declare(roles={"ops": OPS})
-    out = await say(app, "lever keda-pause serve-chat/llm-8b", OPS, inc.channel_id)
+    out = await say(app, "lever keda-pause serve-chat/llm-8b replicas=current", OPS, inc.channel_id)
     assert "paused at 8 replicas (Rollout llm-70b)" in out, out
     assert cells.east3.find_requests("GET", r"/apis/argoproj.io/v1alpha1/namespaces/serve-chat/rollouts/llm-70b/scale$")
     so = cells.east3.get("scaledobject", "llm-8b", "serve-chat")

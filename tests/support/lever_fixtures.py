@@ -33,6 +33,7 @@ def seed_cell(cell: FakeKubeCluster) -> None:
     cell.put(samples.rollout())
     cell.put(samples.jobset())
     cell.put(samples.pod())
+    cell.put(samples.quarantine_network_policy())  # what makes sandbox-quarantine's label isolate the pod
     cell.put(samples.configmap_toolgw())
     cell.put(samples.node_health_check(pause_requests=["cluster-upgrade-operator"]))
     gpu_nodes(cell)

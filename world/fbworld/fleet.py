@@ -55,7 +55,8 @@ def gpu_node(cell: str, n: int, policy: Policy) -> dict[str, Any]:
 def cell_objects(cell: str, policy: Policy) -> list[dict[str, Any]]:
     """What one cell serves: a Kueue ClusterQueue with a Kueue-managed JobSet, the 70B model's Argo
     Rollout (KEDA scales it) with its ReplicaSets, a router Deployment KEDA scales, the tool
-    gateway's flags, an agent sandbox pod, and the GPU nodes with the GPU taint they carry."""
+    gateway's flags, an agent sandbox pod with its namespace's quarantine deny-all, and the GPU nodes
+    with the GPU taint they carry."""
     rollout = samples.rollout("serve-chat", "llm-70b")
     cm_ns, cm_name = policy.levers.killswitch.configmap.split("/", 1)
     return [
@@ -68,6 +69,7 @@ def cell_objects(cell: str, policy: Policy) -> list[dict[str, Any]]:
         _scaled_deployment("serve-chat", "chat-router"),
         samples.configmap_toolgw(cm_ns, dict(TOOLGW_FLAGS), name=cm_name),
         samples.pod("sbx-tenant-acme", "sess-7f3a9c-0"),
+        samples.quarantine_network_policy("sbx-tenant-acme"),  # the deny-all sandbox-quarantine's label needs
         *(gpu_node(cell, n, policy) for n in range(1, NODES_PER_CELL + 1)),
     ]
 

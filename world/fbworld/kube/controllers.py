@@ -13,10 +13,15 @@ Upstream references (by function, so they can be re-checked):
   inactive branch + evict.Evict (Evicted/Deactivated), JobReconciler.ReconcileGenericJob steps 6-7
   (stop the job on eviction, clear the admission, restart an admitted suspended job),
   WorkloadReconciler's Requeued/Reactivated on reactivation.
-- Argo Rollouts v1.9.1: pauseContext.CalculateAbortStatus (abort, abortedAt),
+- Argo Rollouts v1.9.1: pauseContext.CalculateAbortStatus (abort, abortedAt), newRolloutContext's
+  RemoveAbort on a fully promoted rollout (rollout/controller.go, rolloututil.IsFullyPromoted),
   rolloutContext.calculateRolloutConditions (Progressing=False RolloutAborted, RolloutAbortedMessage),
   rolloututil.CalculateRolloutPhase (Degraded + "<reason>: <message>"), syncRolloutStatusCanary
   (currentStepIndex on abort), reconcileActiveService (blue-green active selector -> stableRS).
+- KEDA v2.20.2: ScaledObject.NeedToBePausedByAnnotation / getBoolAnnotation / GetPausedReplicaCount
+  (apis/keda/v1alpha1/scaledobject_types.go), ScaledObjectReconciler.reconcileScaledObject's pause
+  switch, handlePause, scaleTargetToPausedCount, syncPausedReplicaCountStatus
+  (controllers/keda/scaledobject_controller.go), getHPAName (controllers/keda/hpa.go).
 """
 
 from __future__ import annotations
@@ -318,8 +323,23 @@ class ArgoController(Controller):
         if ro_rt is None or rs_rt is None:
             return
         for ro in self._items(ro_rt):
-            if (ro.get("status") or {}).get("abort") is True:
+            status = ro.get("status") or {}
+            if status.get("abort") is not True:
+                continue
+            if status.get("stableRS") and status.get("stableRS") == status.get("currentPodHash"):
+                self._remove_abort(ro_rt, ro)
+            else:
                 self._abort(ro_rt, rs_rt, ro)
+
+    def _remove_abort(self, ro_rt: ResourceType, ro: dict) -> None:
+        """A fully promoted rollout (utils/rollout/rolloututil.go IsFullyPromoted: stableRS ==
+        currentPodHash) has nothing to abort: rollout/controller.go newRolloutContext calls
+        pauseContext.RemoveAbort ("Removing abort condition from fully promoted rollout"), and
+        rollout/pause.go CalculateAbortStatus then writes abort=false and drops abortedAt. Nothing
+        else changes: the phase stays what it was (Healthy)."""
+        ro["status"]["abort"] = False
+        ro["status"].pop("abortedAt", None)
+        self._write(ro_rt, ro, self.MANAGER, "status")
 
     def _replica_sets(self, rs_rt: ResourceType, ro: dict) -> dict[str, dict]:
         """This rollout's ReplicaSets by pod-template hash: owned by it, or (unowned) matching its selector."""
@@ -430,4 +450,145 @@ class ArgoController(Controller):
             self._write(ro_rt, ro, self.MANAGER, "status")
 
 
-CONTROLLERS: dict[str, type[Controller]] = {"kueue": KueueController, "argo": ArgoController}
+PAUSED = "autoscaling.keda.sh/paused"  # v1alpha1.PausedAnnotation
+PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"  # v1alpha1.PausedReplicasAnnotation
+PAUSED_SCALE_IN = "autoscaling.keda.sh/paused-scale-in"  # v1alpha1.PausedScaleInAnnotation
+PAUSED_SCALE_OUT = "autoscaling.keda.sh/paused-scale-out"  # v1alpha1.PausedScaleOutAnnotation
+
+
+def _bool_annotation(annotations: dict, key: str) -> bool:
+    """getBoolAnnotation: absent is false; a value strconv.ParseBool can't read is taken as true."""
+    if key not in annotations:
+        return False
+    value = annotations[key]
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    return value not in ("0", "f", "F", "FALSE", "false", "False")
+
+
+class KedaController(Controller):
+    """KEDA's ScaledObject pause handling. Unpaused, KEDA keeps an HPA named keda-hpa-<name> (or
+    spec.advanced.horizontalPodAutoscalerConfig.name) scaling the target; the fake's HPA does not scale.
+    Paused (paused-replicas present, or paused parses true), KEDA sets the Paused condition, stops
+    its scale loop and deletes the HPA; with paused-replicas it also scales the target to that count
+    through /scale, and records status.pausedReplicaCount. paused=true alone freezes the target at
+    whatever it has. Unpaused again: Paused=False "ScaledObjectUnpaused", pausedReplicaCount cleared,
+    the HPA back."""
+
+    name = "keda"
+    MANAGER = "keda"  # the operator binary's User-Agent prefix
+
+    def reconcile(self) -> None:
+        so_rt, hpa_rt = self._type("scaledobjects.keda.sh"), self._type("horizontalpodautoscalers.autoscaling")
+        if so_rt is None or hpa_rt is None:
+            return
+        for so in self._items(so_rt):
+            self._reconcile(so_rt, hpa_rt, so)
+
+    @staticmethod
+    def hpa_name(so: dict) -> str:
+        advanced = (so.get("spec") or {}).get("advanced") or {}
+        return (
+            (advanced.get("horizontalPodAutoscalerConfig") or {}).get("name")
+        ) or f"keda-hpa-{so['metadata']['name']}"
+
+    def _reconcile(self, so_rt: ResourceType, hpa_rt: ResourceType, so: dict) -> None:
+        meta = so["metadata"]
+        ns, annotations = meta["namespace"], meta.get("annotations") or {}
+        status = copy.deepcopy(so.get("status") or {})
+        conds = status.setdefault("conditions", [])
+        paused_now = any(c.get("type") == "Paused" and c.get("status") == "True" for c in conds)
+        count = annotations.get(PAUSED_REPLICAS)
+        if count is not None or _bool_annotation(annotations, PAUSED):
+            _keda_condition(conds, "True", "ScaledObjectPaused", "ScaledObject is paused")
+            if self.store.get(hpa_rt, ns, self.hpa_name(so)) is not None:
+                self.store.delete(hpa_rt, ns, self.hpa_name(so))
+            if count is not None:
+                try:
+                    replicas = int(count)
+                except ValueError:
+                    return  # "failed to parse paused replica count": KEDA reconciles no further
+                self._scale_target(so, replicas)
+                status["pausedReplicaCount"] = replicas
+            else:
+                status.pop("pausedReplicaCount", None)
+        elif _bool_annotation(annotations, PAUSED_SCALE_IN) or _bool_annotation(annotations, PAUSED_SCALE_OUT):
+            _keda_condition(conds, "True", "ScaledObjectPaused", "ScaledObject is paused")
+            self._ensure_hpa(hpa_rt, so)
+        else:
+            if paused_now:
+                _keda_condition(conds, "False", "ScaledObjectUnpaused", "pause annotation removed for ScaledObject")
+                status.pop("pausedReplicaCount", None)
+            self._ensure_hpa(hpa_rt, so)
+        if status != (so.get("status") or {}):
+            so["status"] = status
+            self._write(so_rt, so, self.MANAGER, "status")
+
+    def _target_type(self, so: dict) -> ResourceType | None:
+        ref = (so.get("spec") or {}).get("scaleTargetRef") or {}
+        api_version, kind = ref.get("apiVersion") or "apps/v1", ref.get("kind") or "Deployment"
+        group, _, version = api_version.rpartition("/")
+        return next(
+            (rt for rt in self.registry.types if rt.group == group and rt.kind == kind and version in rt.versions),
+            None,
+        )
+
+    def _scale_target(self, so: dict, replicas: int) -> None:
+        rt = self._target_type(so)
+        name = ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("name")
+        ns = so["metadata"]["namespace"]
+        if rt is None or rt.scale is None or not name or self.store.get(rt, ns, name) is None:
+            return  # "failed to get scale for target resource"
+        if self.objects.read_scale(rt, ns, name)["spec"]["replicas"] == replicas:
+            return
+        scale = self.objects.read_scale(rt, ns, name)
+        scale["spec"]["replicas"] = replicas
+        self.objects.replace(rt, rt.storage_version, ns, name, scale, "scale", WriteOpts(manager=self.MANAGER))
+
+    def _ensure_hpa(self, hpa_rt: ResourceType, so: dict) -> None:
+        ns, name = so["metadata"]["namespace"], self.hpa_name(so)
+        if self.store.get(hpa_rt, ns, name) is not None:
+            return
+        spec = so.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        body = {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"scaledobject.keda.sh/name": so["metadata"]["name"]},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "keda.sh/v1alpha1",
+                        "kind": "ScaledObject",
+                        "name": so["metadata"]["name"],
+                        "uid": so["metadata"].get("uid", ""),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "scaleTargetRef": {
+                    "apiVersion": ref.get("apiVersion") or "apps/v1",
+                    "kind": ref.get("kind") or "Deployment",
+                    "name": ref.get("name", ""),
+                },
+                "minReplicas": spec.get("minReplicaCount", 1) or 1,
+                "maxReplicas": spec.get("maxReplicaCount", 100),
+            },
+        }
+        self.objects.create(hpa_rt, hpa_rt.storage_version, ns, body, WriteOpts(manager=self.MANAGER))
+
+
+def _keda_condition(conds: list[dict], status: str, reason: str, message: str) -> None:
+    """Conditions.SetPausedCondition: KEDA's conditions are type, status, reason, message (no times)."""
+    for c in conds:
+        if c.get("type") == "Paused":
+            c.update(status=status, reason=reason, message=message)
+            return
+    conds.append({"type": "Paused", "status": status, "reason": reason, "message": message})
+
+
+CONTROLLERS: dict[str, type[Controller]] = {"kueue": KueueController, "argo": ArgoController, "keda": KedaController}

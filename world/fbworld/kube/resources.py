@@ -122,6 +122,17 @@ def _builtin_types() -> list[ResourceType]:
             group="apps",
             scale=ScaleSpec(".spec.replicas", ".status.replicas", None),
         ),
+        # KEDA runs a ScaledObject through an HPA it owns (keda-hpa-<name>) and deletes it while paused.
+        core(
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            True,
+            short=["hpa"],
+            group="autoscaling",
+            version="v2",
+        ),
+        # What sandbox-quarantine's label relies on: a deny-all policy selecting it. No status in v1.
+        core("NetworkPolicy", "networkpolicies", True, short=["netpol"], status=False, group="networking.k8s.io"),
     ]
 
 

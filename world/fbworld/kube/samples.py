@@ -284,6 +284,20 @@ def pod(ns: str = "sbx-tenant-acme", name: str = "sess-7f3a9c-0") -> dict:
     }
 
 
+def quarantine_network_policy(ns: str = "sbx-tenant-acme", name: str = "quarantine-deny-all") -> dict:
+    """The deny-all a sandbox namespace keeps for sandbox-quarantine's label: it selects
+    ir.corp/quarantine=true and, with both policyTypes and no rules, allows no traffic either way."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "podSelector": {"matchLabels": {"ir.corp/quarantine": "true"}},
+            "policyTypes": ["Ingress", "Egress"],
+        },
+    }
+
+
 def configmap_toolgw(ns: str = "toolgw", data: dict[str, str] | None = None, name: str = "toolgw-flags") -> dict:
     return {
         "apiVersion": "v1",

@@ -299,7 +299,8 @@ async def test_registry_blackout_freezes_keda_at_the_current_replicas(no_cluster
         await _run(c, out, "as @bob")
         await _run(c, out, "/incident lever keda-pause serve-chat/llm-70b")
         so = cell.get("scaledobjects", "llm-70b", "serve-chat")
-        assert so["metadata"]["annotations"]["autoscaling.keda.sh/paused-replicas"] == "8"
+        assert so["metadata"]["annotations"]["autoscaling.keda.sh/paused"] == "true"  # KEDA freezes it as it is
+        assert cell.get("rollouts", "llm-70b", "serve-chat")["spec"]["replicas"] == 8
         said = await _run(c, out, "/incident changed")
         assert "Failed" in said and "registry.corp" in said
         await _run(c, out, "drill end")

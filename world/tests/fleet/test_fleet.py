@@ -65,9 +65,10 @@ async def test_the_demo_fleet_serves_every_lever_with_approval_breakglass_undo_a
         assert cell.get("clusterqueues", "research-h100")["spec"]["stopPolicy"] == "Hold"
 
         said = await _run(c, out, "/incident lever keda-pause serve-chat/llm-70b")
-        assert "paused at 8 replicas (Rollout llm-70b)" in said
+        assert "paused at its current replicas (Rollout llm-70b, autoscaling.keda.sh/paused=true)" in said
         so = cell.get("scaledobjects", "llm-70b", "serve-chat")
-        assert so["metadata"]["annotations"]["autoscaling.keda.sh/paused-replicas"] == "8"
+        assert so["metadata"]["annotations"]["autoscaling.keda.sh/paused"] == "true"
+        assert "autoscaling.keda.sh/paused-replicas" not in so["metadata"]["annotations"]
 
         said = await _run(c, out, "/incident lever jobset-suspend train-llm/pretrain-405b")
         assert "applied and verified" in said
