@@ -71,9 +71,11 @@ async def admitted(cell: FakeKubeCluster, ns: str, seconds: float = 5.0) -> None
 PULLS = [
     ("lever kueue-hold research-h100 --cell us-east-3", OPS),
     ("lever kueue-hold-drain research-h100 --cell us-east-3", OPS),
-    ("lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS),  # a Deployment (KEDA's default kind)
-    ("lever keda-pause serve-chat/llm-sts --cell us-east-3", OPS),  # a StatefulSet
-    ("lever keda-pause serve-chat/llm-ro --cell us-east-3", OPS),  # an Argo Rollout
+    ("lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS),  # paused=true: reads no scale target
+    # The count option reads the scale target: a Deployment (KEDA's default kind), a StatefulSet, a Rollout.
+    ("lever keda-pause serve-chat/llm-70b --cell us-east-3 replicas=current", OPS),
+    ("lever keda-pause serve-chat/llm-sts --cell us-east-3 replicas=current", OPS),
+    ("lever keda-pause serve-chat/llm-ro --cell us-east-3 replicas=current", OPS),
     ("lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79", OPS),
     ("lever remediation-pause nhc-gpu --cell us-east-3", OPS),  # a NodeHealthCheck's own pause entry
     ("lever jobset-suspend train-llm/pretrain-405b --cell us-east-3", OPS),

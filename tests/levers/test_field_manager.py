@@ -9,6 +9,7 @@ import json
 import pytest
 
 from levers import hooks
+from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.store import lever_store
 from tests.support.levers import MODEL, OPS, SEC, kubectl, replace_hook, say
@@ -93,7 +94,7 @@ async def test_every_write_names_the_field_manager(lever, app, cells):
         assert ("firebreak", "Update", sub) in await managers(cells, context, main), path
 
     rec = await lever_store(app.services).get("REQ-1")
-    if rec is not None and lever != "rollout-abort":
+    if rec is not None and LEVERS[lever].reversible:  # rollout-abort, killswitch: a person puts them back
         cell.requests.clear()
         assert "undone" in await app.run("undo REQ-1", user=user, channel=inc.channel_id)
         undo = writes(cell)
