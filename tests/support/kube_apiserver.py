@@ -240,6 +240,17 @@ class KubeAPIServer:
         # Server-side apply: the upstream CRDs' schemas are too large for kubectl's last-applied annotation.
         self.kubectl("apply", "--server-side", "--field-manager", "test-setup", "-f", str(CRDS))
         self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
+        # Established is not yet servable: the first lists answer 429 "storage is (re)initializing"
+        # while the CRD's watch cache fills. Ready when every CRD lists.
+        names = self.kubectl("get", "crd", "-o", "jsonpath={.items[*].metadata.name}").split()
+        deadline = time.monotonic() + 30
+        while names:
+            done = self.kubectl_result("get", ",".join(names), "-A", "-o", "name")
+            if done.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the CRDs do not list after 30s: {done.stderr}")
+            time.sleep(0.1)
         self.namespace(BOT_NS)
         self.kubectl("-n", BOT_NS, "create", "serviceaccount", BOT_SA)
         self.bot_token = self.kubectl("-n", BOT_NS, "create", "token", BOT_SA, "--duration", "24h").strip()
@@ -295,10 +306,41 @@ class KubeAPIServer:
         args = ["apply", "--server-side", "--force-conflicts", "--field-manager", "test-setup", "-f", "-"]
         self.kubectl(*(args if server_side else ["apply", "-f", "-"]), input=docs)
 
+    def put(self, *objs: dict[str, Any]) -> None:
+        """Seed objects as admin with their status: the object by server-side apply (which ignores
+        status), then its status through the status subresource, as its controller would write it.
+        Nodes go through put_node (the TaintNodesByCondition taint)."""
+        for obj in objs:
+            if obj["kind"] == "Node":
+                self.put_node(obj)
+                continue
+            self.apply({k: v for k, v in obj.items() if k != "status"})
+            if obj.get("status"):
+                meta = obj["metadata"]
+                ns = ["-n", meta["namespace"]] if meta.get("namespace") else []
+                kind = (
+                    obj["kind"].lower() + "." + obj["apiVersion"].rpartition("/")[0]
+                    if "/" in obj["apiVersion"]
+                    else obj["kind"].lower()
+                )
+                patch = json.dumps({"status": obj["status"]})
+                self.kubectl(
+                    "patch",
+                    kind.rstrip("."),
+                    meta["name"],
+                    *ns,
+                    "--subresource",
+                    "status",
+                    "--type",
+                    "merge",
+                    "-p",
+                    patch,
+                )
+
     def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         """An object read back as admin (kubectl get -o json)."""
         ns = ["-n", namespace] if namespace else []
-        return json.loads(self.kubectl("get", resource, name, *ns, "-o", "json"))
+        return json.loads(self.kubectl("get", resource, name, *ns, "-o", "json", "--show-managed-fields"))
 
     def namespace(self, name: str) -> None:
         """A namespace and its `default` ServiceAccount (kube-controller-manager's job; none runs here)."""
