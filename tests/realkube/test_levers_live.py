@@ -24,6 +24,8 @@ from levers import hooks
 from levers.executor import execute_approved
 from levers.kube import FIELD_MANAGER
 from levers.store import lever_store
+from tests.realkube.conftest import OVERLAY
+from tests.support.deploy import DEPLOY
 from tests.support.kube_apiserver import BOT_NS, BOT_SA, KubeAPIServer
 from tests.support.levers import MODEL, OPS, PROVENANCE, SEC, replace_hook, say
 
@@ -245,3 +247,52 @@ async def test_the_bots_serviceaccount_cannot_read_secrets(deployed: KubeAPIServ
         s.kubectl, "auth", "can-i", "get", "secrets", "-A", kubeconfig=s.bot_kubeconfig, check=False
     )
     assert can.strip() == "no"
+
+
+async def until_can_i(s: KubeAPIServer, want: bool, *args: str, seconds: float = 10.0) -> None:
+    """RBAC changes reach the authorizer through its informer, not at once: wait for the answer."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        out = await asyncio.to_thread(s.kubectl, "auth", "can-i", *args, kubeconfig=s.bot_kubeconfig, check=False)
+        if (out.strip() == "yes") is want:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"can-i {' '.join(args)} is not {want} after {seconds}s")
+
+
+async def test_without_its_rule_a_lever_gets_the_real_servers_403(app, seeded, controllers):
+    """The negative control: deploy/'s ClusterRole less `rollouts/status`, and rollout-abort is refused by
+    the real server's RBAC, naming what is missing, and nothing is stored (so the test above would catch a
+    missing verb). The ClusterRole is re-applied from deploy/ afterwards."""
+    s: KubeAPIServer = seeded
+    role = await asyncio.to_thread(s.get, "clusterrole", "firebreak")
+    [i] = [n for n, r in enumerate(role["rules"]) if r.get("resources") == ["rollouts/status"]]
+    ops = [
+        {"op": "test", "path": f"/rules/{i}/resources", "value": ["rollouts/status"]},
+        {"op": "remove", "path": f"/rules/{i}"},
+    ]
+    await asyncio.to_thread(s.kubectl, "patch", "clusterrole", "firebreak", "--type", "json", "-p", json.dumps(ops))
+    try:
+        await until_can_i(s, False, "patch", "rollouts.argoproj.io", "--subresource", "status", "-n", NS)
+        before = await asyncio.to_thread(s.get, "rollout.argoproj.io", "llm-70b", NS)
+        asked = []
+
+        async def ask(svc, inc, rec):
+            asked.append(rec)
+
+        replace_hook(app, hooks.APPROVAL_REQUESTED, ask)
+        inc = await app.declare(roles={"model": MODEL})
+        command = "lever rollout-abort serve-chat/llm-70b --cell us-east-3"
+        out = await say(app, command, MODEL, inc.channel_id, timeout=30)
+        if asked:  # one server is the cell and the fleet context (overlays/example): fleet-wide, approved
+            store = lever_store(app.services)
+            assert await store.transition(asked[-1].id, {"pending_approval"}, "approved", approved_by="U_IC")
+            out = (await execute_approved(app.services, asked[-1].id, "U_IC")).message
+        assert "403" in out and 'cannot patch resource "rollouts/status"' in out, out
+        assert (await lever_store(app.services).get(req_of(out))).state != "done"
+        after = await asyncio.to_thread(s.get, "rollout.argoproj.io", "llm-70b", NS)
+        assert not after["status"].get("abort") and after["status"] == before["status"]
+    finally:
+        await asyncio.to_thread(s.apply_k, DEPLOY / OVERLAY)
+    await until_can_i(s, True, "patch", "rollouts.argoproj.io", "--subresource", "status", "-n", NS)
