@@ -26,7 +26,7 @@ from levers.kube import FIELD_MANAGER
 from levers.store import lever_store
 from tests.realkube.conftest import OVERLAY
 from tests.support.deploy import DEPLOY
-from tests.support.kube_apiserver import BOT_NS, BOT_SA, KubeAPIServer
+from tests.support.kube_apiserver import BOT_NS, BOT_SA, KubeAPIServer, resource_name
 from tests.support.levers import MODEL, OPS, PROVENANCE, SEC, replace_hook, say
 
 NS = "serve-chat"
@@ -74,12 +74,6 @@ def seeds() -> list[dict]:
     ]
 
 
-def resource(obj: dict) -> str:
-    """kubectl's kind.group name of an object's resource."""
-    group = obj["apiVersion"].rpartition("/")[0]
-    return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
-
-
 @pytest.fixture
 def seeded(deployed: KubeAPIServer) -> Any:
     s = deployed
@@ -89,7 +83,7 @@ def seeded(deployed: KubeAPIServer) -> Any:
     s.put(*objs)
     yield s
     for o in reversed(objs):
-        s.delete(resource(o), o["metadata"]["name"], namespace=o["metadata"].get("namespace"))
+        s.delete(resource_name(o), o["metadata"]["name"], namespace=o["metadata"].get("namespace"))
     for ns in ("train-llm",):  # the Workloads Kueue's stand-in made (no garbage collector here)
         s.kubectl("delete", "workloads.kueue.x-k8s.io", "--all", "-n", ns, "--ignore-not-found")
 
