@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fbworld.kube import samples
-from tests.support.kube_apiserver import BOT_NS, BOT_SA, NOT_READY_TAINT, KubeAPIServer
+from tests.support.kube_apiserver import BOT_NS, BOT_SA, NOT_READY_TAINT, KubeAPIServer, KubeBinariesMissing, binaries
 
 
 def test_the_bot_token_is_its_serviceaccount_and_rbac_decides(kube_apiserver: KubeAPIServer):
@@ -57,3 +59,12 @@ def test_a_pod_is_admitted_in_a_namespace_made_here(kube_apiserver: KubeAPIServe
     got = s.get("pod", "p-0", "realkube-pods")
     assert got["spec"]["serviceAccountName"] == "default"  # the ServiceAccount admission plugin's default
     s.delete("pod", "p-0", namespace="realkube-pods")
+
+
+def test_without_the_binaries_the_fixture_says_how_to_build_them(tmp_path, monkeypatch):
+    """The fixture fails (never skips) with one line naming the build script."""
+    monkeypatch.setenv("FIREBREAK_KUBE_BIN", str(tmp_path))
+    with pytest.raises(KubeBinariesMissing) as e:
+        binaries()
+    want = f"{tmp_path}/kube-apiserver is missing: run `bash .ci/build-kube.sh`"
+    assert str(e.value) == want + " (or set FIREBREAK_KUBE_BIN to its output)"

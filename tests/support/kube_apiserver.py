@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,12 @@ def binaries() -> tuple[Path, Path]:
         if not os.access(b, os.X_OK):
             raise KubeBinariesMissing(f"{b} is missing: run `bash {BUILD}` (or set FIREBREAK_KUBE_BIN to its output)")
     return apiserver, etcd
+
+
+def resource_name(obj: dict[str, Any]) -> str:
+    """kubectl's kind.group for an object (`pod`, `deployment.apps`, `rollout.argoproj.io`)."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -240,6 +247,17 @@ class KubeAPIServer:
         # Server-side apply: the upstream CRDs' schemas are too large for kubectl's last-applied annotation.
         self.kubectl("apply", "--server-side", "--field-manager", "test-setup", "-f", str(CRDS))
         self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
+        # Established is not yet servable: the first lists answer 429 "storage is (re)initializing"
+        # while the CRD's watch cache fills. Ready when every CRD lists.
+        names = self.kubectl("get", "crd", "-o", "jsonpath={.items[*].metadata.name}").split()
+        deadline = time.monotonic() + 30
+        while names:
+            done = self.kubectl_result("get", ",".join(names), "-A", "-o", "name")
+            if done.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the CRDs do not list after 30s: {done.stderr}")
+            time.sleep(0.1)
         self.namespace(BOT_NS)
         self.kubectl("-n", BOT_NS, "create", "serviceaccount", BOT_SA)
         self.bot_token = self.kubectl("-n", BOT_NS, "create", "token", BOT_SA, "--duration", "24h").strip()
@@ -291,41 +309,48 @@ class KubeAPIServer:
 
     def apply(self, *objs: dict[str, Any], server_side: bool = True) -> None:
         """Create or update objects as admin (server-side apply, field manager `test-setup`)."""
-        docs = "\n---\n".join(json.dumps(o) for o in objs)
+        docs = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)})  # kubectl expands a List
         args = ["apply", "--server-side", "--force-conflicts", "--field-manager", "test-setup", "-f", "-"]
         self.kubectl(*(args if server_side else ["apply", "-f", "-"]), input=docs)
 
-    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-        """An object read back as admin (kubectl get -o json)."""
-        ns = ["-n", namespace] if namespace else []
-        return json.loads(self.kubectl("get", resource, name, *ns, "-o", "json"))
+    def put(self, *objs: dict[str, Any]) -> None:
+        """Seed objects as admin with their status: the objects by one server-side apply (which ignores
+        status), then each status through the status subresource, as its controller would write it;
+        a Node's `not-ready` taint lifted as in put_node. The follow-ups run a few at a time."""
+        if not objs:
+            return
+        self.apply(*({k: v for k, v in o.items() if k != "status"} for o in objs))
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(self._after_create, objs))
 
-    def namespace(self, name: str) -> None:
-        """A namespace and its `default` ServiceAccount (kube-controller-manager's job; none runs here)."""
-        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}}
-        self.apply(ns)
-        self.apply(sa)
-
-    def put_node(self, node: dict[str, Any]) -> dict[str, Any]:
-        """Create a Node as a kubelet registers one, then do what the node lifecycle controller does once
-        that kubelet reports Ready: lift the `not-ready` taint TaintNodesByCondition added at create.
-        The node's own spec.taints and status (conditions, capacity) are kept."""
-        status = node.get("status")
-        self.apply({k: v for k, v in node.items() if k != "status"})
-        name = node["metadata"]["name"]
-        if status:
+    def _after_create(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        ns = ["-n", meta["namespace"]] if meta.get("namespace") else []
+        if obj.get("status"):
+            patch = json.dumps({"status": obj["status"]})
             self.kubectl(
                 "patch",
-                "node",
-                name,
+                resource_name(obj),
+                meta["name"],
+                *ns,
                 "--subresource",
                 "status",
                 "--type",
                 "merge",
                 "-p",
-                json.dumps({"status": status}),
+                patch,
             )
+        if obj["kind"] == "Node":
+            self._node_ready(meta["name"])
+
+    def put_node(self, node: dict[str, Any]) -> dict[str, Any]:
+        """Create a Node as a kubelet registers one, then do what the node lifecycle controller does once
+        that kubelet reports Ready: lift the `not-ready` taint TaintNodesByCondition added at create.
+        The node's own spec.taints and status (conditions, capacity) are kept."""
+        self.put(node)
+        return self.get("node", node["metadata"]["name"])
+
+    def _node_ready(self, name: str) -> None:
         now = self.get("node", name)
         wanted = [t for t in now["spec"].get("taints") or [] if t["key"] != NOT_READY_TAINT]
         if wanted != (now["spec"].get("taints") or []):
@@ -335,7 +360,18 @@ class KubeAPIServer:
                 {"op": "replace", "path": "/spec/taints", "value": wanted},
             ]
             self.kubectl("patch", "node", name, "--type", "json", "-p", json.dumps(ops))
-        return self.get("node", name)
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """An object read back as admin (kubectl get -o json, managedFields included)."""
+        ns = ["-n", namespace] if namespace else []
+        return json.loads(self.kubectl("get", resource, name, *ns, "-o", "json", "--show-managed-fields"))
+
+    def namespace(self, name: str) -> None:
+        """A namespace and its `default` ServiceAccount (kube-controller-manager's job; none runs here)."""
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}}
+        self.apply(ns)
+        self.apply(sa)
 
     def delete(self, resource: str, *names: str, namespace: str | None = None) -> None:
         ns = ["-n", namespace] if namespace else []
