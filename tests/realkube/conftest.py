@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fbworld.realkube import ArgoAbort, KedaPause, KueueJobSets, RealKube, run_controllers
-from tests.support.deploy import DEPLOY
+from tests.support.deploy import DEPLOY, policy
 from tests.support.harness import RunningApp, start_app
 from tests.support.kube_apiserver import KubeAPIServer, kube_apiserver  # noqa: F401 (fixture)
 from tests.support.lever_fixtures import prometheus, write_policy  # noqa: F401 (fixture)
@@ -21,7 +21,13 @@ OVERLAY = "overlays/example"  # what tests/deploy render and hold equal to the l
 
 @pytest.fixture(scope="session")
 def deployed(kube_apiserver: KubeAPIServer) -> Iterator[KubeAPIServer]:  # noqa: F811
-    """deploy/overlays/example applied once per session with `kubectl apply -k`, as admin."""
+    """deploy/overlays/example applied once per session with `kubectl apply -k`, as admin, after the
+    namespaces the policy names for the levers exist (deploy/'s Roles live in them)."""
+    pol = policy()
+    for ns in sorted(
+        {n for names in pol.namespaces.values() for n in names} | {pol.killswitch.configmap.rpartition("/")[0]}
+    ):
+        kube_apiserver.namespace(ns)
     kube_apiserver.apply_k(DEPLOY / OVERLAY)
     yield kube_apiserver
 

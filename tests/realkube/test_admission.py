@@ -127,6 +127,7 @@ def objects() -> list[dict[str, Any]]:
         samples.pod(ns="other-tenant", name="sess-other"),
         samples.configmap_toolgw(data={"acme.max_side_effect": "write", "default.max_side_effect": "write"}),
         samples.configmap_toolgw(ns="serve-chat", data={"acme.max_side_effect": "write"}),  # same name elsewhere
+        samples.node_health_check(pause_requests=["maintenance-window-42"]),  # another party's pause entry
     ]
     return [_fresh(o) for o in objs]
 
@@ -217,6 +218,7 @@ PULLS = [
     ("sandbox-quarantine", "sbx-tenant-acme/sess-7f3a9c-0", {}, CELL),
     ("route-weight", "edge/chat-global", {"backend": "cell-us-east-1"}, FLEET),
     ("rollout-abort", "serve-chat/llm-70b", {}, CELL),
+    ("remediation-pause", "nhc-gpu", {}, CELL),
 ]
 
 
@@ -233,16 +235,19 @@ async def test_every_lever_write_passes_as_the_bot(app, seeded, lever, target, p
     after = await ctx.kube.get(path)
     assert {p: read(after, p) for p in plan.changes} == plan.changes
 
-    if not LEVERS[lever].reversible:
-        return
     ops = LEVERS[lever].undo_ops(plan.changes, plan.pre_state, after)
-    done = c.bot_run("patch", *_where(path), "--type=json", "-p", json.dumps(ops))
     if lever == "killswitch":
-        # Undo puts back the wider level it narrowed: a widening, which Firebreak's identity may not do.
+        # Why it has no Firebreak undo: putting back the wider level it narrowed is a widening, which
+        # Firebreak's identity may not do. A person runs the line undo's refusal gives.
+        assert not LEVERS[lever].reversible
+        done = c.bot_run("patch", *_where(path), "--type=json", "-p", json.dumps(ops))
         assert done.returncode != 0
         assert "firebreak-configmaps: Firebreak may change only a tenant's level" in done.stderr, done.stderr
         assert "widen" in done.stderr, done.stderr
         return
+    if not LEVERS[lever].reversible:
+        return
+    done = c.bot_run("patch", *_where(path), "--type=json", "-p", json.dumps(ops))
     assert done.returncode == 0, f"undo {ops}\n{done.stderr}"
     restored = await ctx.kube.get(path)
     assert LEVERS[lever].not_restored(plan.changes, plan.pre_state, restored) == []
@@ -282,6 +287,7 @@ CQ = ("clusterqueues.kueue.x-k8s.io", "research-h100", None)
 FLAGS = ("configmaps", "toolgw-flags", "toolgw")
 JOBSET = ("jobsets.jobset.x-k8s.io", "pretrain-405b", "train-llm")
 ROLLOUT = ("rollouts.argoproj.io", "llm-70b", "serve-chat")
+NHC = ("nodehealthchecks.remediation.medik8s.io", "nhc-gpu", None)
 
 VARIANTS = [
     Variant(
@@ -428,6 +434,18 @@ VARIANTS = [
         "rollout-spec",
         _patch(*ROLLOUT, "merge", {"spec": {"replicas": 0}}),
         "firebreak-rollouts: Firebreak may change only its own annotations on a Rollout; this request changes spec",
+    ),
+    Variant(
+        "nhc-other-entry-removed",
+        _patch(*NHC, "merge", {"spec": {"pauseRequests": ["firebreak:INC-1"]}}),
+        "firebreak-nodehealthchecks: Firebreak may change only its own pauseRequests entries (firebreak:<INC-n>); "
+        "this request changes another entry",
+    ),
+    Variant(
+        "nhc-min-healthy",
+        _patch(*NHC, "merge", {"spec": {"minHealthy": "0%"}}),
+        "firebreak-nodehealthchecks: Firebreak may change only its own pauseRequests entries (firebreak:<INC-n>); "
+        "this request changes spec.minHealthy",
     ),
     Variant(
         "second-namespace",

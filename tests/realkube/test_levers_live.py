@@ -21,6 +21,7 @@ import pytest
 
 from fbworld.kube import samples
 from levers import hooks
+from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.kube import FIELD_MANAGER
 from levers.store import lever_store
@@ -71,6 +72,7 @@ def seeds() -> list[dict]:
         samples.configmap_toolgw(),
         *(samples.gpu_node(f"gpu-a3-{i:04d}", "us-east-3") for i in range(10)),
         samples.http_route(backends={"cell-us-east-1": 50, "cell-us-east-2": 50, "cell-us-east-3": 0}),
+        samples.node_health_check(pause_requests=["maintenance-window-42"]),  # another party's entry stays
     ]
 
 
@@ -102,10 +104,17 @@ SO = "scaledobject.keda.sh"
 PULLS = [
     ("lever kueue-hold research-h100 --cell us-east-3", OPS, CQ),
     ("lever kueue-hold-drain research-h100 --cell us-east-3", OPS, CQ),
-    ("lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS, (SO, NS, "llm-70b")),  # a Deployment
-    ("lever keda-pause serve-chat/llm-sts --cell us-east-3", OPS, (SO, NS, "llm-sts")),  # a StatefulSet
-    ("lever keda-pause serve-chat/llm-ro --cell us-east-3", OPS, (SO, NS, "llm-ro")),  # an Argo Rollout
+    ("lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS, (SO, NS, "llm-70b")),  # paused=true
+    # The count option reads the scale target: a Deployment, a StatefulSet, an Argo Rollout.
+    ("lever keda-pause serve-chat/llm-70b --cell us-east-3 replicas=current", OPS, (SO, NS, "llm-70b")),
+    ("lever keda-pause serve-chat/llm-sts --cell us-east-3 replicas=current", OPS, (SO, NS, "llm-sts")),
+    ("lever keda-pause serve-chat/llm-ro --cell us-east-3 replicas=current", OPS, (SO, NS, "llm-ro")),
     ("lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79", OPS, ("node", None, "gpu-a3-0001")),
+    (
+        "lever remediation-pause nhc-gpu --cell us-east-3",
+        OPS,
+        ("nodehealthcheck.remediation.medik8s.io", None, "nhc-gpu"),
+    ),
     (
         "lever jobset-suspend train-llm/pretrain-405b --cell us-east-3",
         OPS,
@@ -218,7 +227,16 @@ async def test_every_lever_pulls_verifies_and_undoes_as_the_bots_serviceaccount(
             assert {FIELD_MANAGER, "rollouts-controller"} <= status_managers, status_managers
             continue
         assert desired(pulled) != desired(before), f"{command}: nothing changed on the server"
+        if not LEVERS[rec.lever].reversible:  # killswitch: only narrows; a person puts it back
+            undo = await app.run(f"undo {req}", user=user, channel=inc.channel_id)
+            assert "can't be undone by Firebreak" in undo and "To put it back: `kubectl" in undo, undo
+            continue
         undo = await app.run(f"undo {req}", user=user, channel=inc.channel_id)
+        gate = re.search(r"needs the IC's approval: (REQ-\d+) is on the approval card", undo)
+        if gate:  # node-quarantine's return gate: this Prometheus has no DCGM series for the fleet context
+            undo = await app.reply(
+                await app.press("lever.approve", gate.group(1), user="U_IC", channel=inc.channel_id), timeout=30
+            )
         assert "undone" in undo and (await store.get(req)).state == "undone", undo
         restored = await asyncio.to_thread(read_back, s, target)
         assert desired(restored) == desired(before), command
@@ -256,17 +274,17 @@ async def until_can_i(s: KubeAPIServer, want: bool, *args: str, seconds: float =
 
 
 async def test_without_its_rule_a_lever_gets_the_real_servers_403(app, seeded, controllers):
-    """The negative control: deploy/'s ClusterRole less `rollouts/status`, and rollout-abort is refused by
+    """The negative control: deploy/'s Role in serve-chat less `rollouts/status`, and rollout-abort is refused by
     the real server's RBAC, naming what is missing, and nothing is stored (so the test above would catch a
-    missing verb). The ClusterRole is re-applied from deploy/ afterwards."""
+    missing verb). The Role is re-applied from deploy/ afterwards."""
     s: KubeAPIServer = seeded
-    role = await asyncio.to_thread(s.get, "clusterrole", "firebreak")
+    role = await asyncio.to_thread(s.get, "role", "firebreak", NS)  # namespaced needs: a Role per namespace
     [i] = [n for n, r in enumerate(role["rules"]) if r.get("resources") == ["rollouts/status"]]
     ops = [
         {"op": "test", "path": f"/rules/{i}/resources", "value": ["rollouts/status"]},
         {"op": "remove", "path": f"/rules/{i}"},
     ]
-    await asyncio.to_thread(s.kubectl, "patch", "clusterrole", "firebreak", "--type", "json", "-p", json.dumps(ops))
+    await asyncio.to_thread(s.kubectl, "patch", "role", "firebreak", "-n", NS, "--type", "json", "-p", json.dumps(ops))
     try:
         await until_can_i(s, False, "patch", "rollouts.argoproj.io", "--subresource", "status", "-n", NS)
         before = await asyncio.to_thread(s.get, "rollout.argoproj.io", "llm-70b", NS)
