@@ -38,6 +38,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.maint_notifications import MaintNotificationsConfig
 
 from bot import logs
 from bot.store.target import Target, parse
@@ -339,6 +340,11 @@ def connect(url: str | None, command_timeout: float = COMMAND_TIMEOUT_S, ca_file
         # retries only what is safe, and only across a failover.
         "retry": Retry(NoBackoff(), 0),
     }
+    # redis-py 8 defaults maintenance notifications (a Redis Enterprise/Cloud feature) to "auto", and
+    # while they are on its pool skips the check that replaces a dead pooled connection on checkout:
+    # after a Redis restart the first command then fails on a socket the old server closed, and the
+    # gate opens for every request behind it (tests/approvals/test_redis_restart.py).
+    pooled: dict[str, Any] = {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
     tls: dict[str, Any] = {"ssl_ca_certs": str(ca_file)} if ca_file and target.tls else {}
     client: Any
     if target.kind == "single":
@@ -350,6 +356,7 @@ def connect(url: str | None, command_timeout: float = COMMAND_TIMEOUT_S, ca_file
             timeout=POOL_WAIT_S,
             health_check_interval=HEALTH_CHECK_S,
             **common,
+            **pooled,
             **tls,
         )
         client = _Client.from_pool(pool)
@@ -370,6 +377,7 @@ def connect(url: str | None, command_timeout: float = COMMAND_TIMEOUT_S, ca_file
             health_check_interval=HEALTH_CHECK_S,
             check_connection=True,  # PING a new connection: a master that just died is found before a write
             **common,
+            **pooled,
             **secure,
         )
     else:
