@@ -312,6 +312,72 @@ class KueueController(Controller):
             self._write(js_rt, js, self.JOB_MANAGER)
 
 
+def abort_status(ro: dict[str, Any], sets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The Rollout's status once Argo has handled status.abort (ArgoController below; fbworld.realkube
+    on a real server): Progressing=False RolloutAborted, phase Degraded, counts from the ReplicaSets,
+    weights back to stable."""
+    spec, status = ro.get("spec") or {}, copy.deepcopy(ro.get("status") or {})
+    strategy = spec.get("strategy") or {}
+    stable, current = status.get("stableRS"), status.get("currentPodHash")
+    revision = int((ro["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION) or 0)
+    message = f"Rollout aborted update to revision {revision}"
+    status["abort"] = True
+    status.setdefault("abortedAt", now())
+    status.pop("pauseConditions", None)
+    conds = status.setdefault("conditions", [])
+    prog = next((c for c in conds if c.get("type") == "Progressing"), None)
+    if prog is None or (prog.get("status"), prog.get("reason"), prog.get("message")) != (
+        "False",
+        "RolloutAborted",
+        message,
+    ):
+        # conditions.SetRolloutCondition replaces the condition; NewRolloutCondition stamps both times.
+        conds[:] = [c for c in conds if c.get("type") != "Progressing"]
+        t = now()
+        conds.append(
+            {
+                "type": "Progressing",
+                "status": "False",
+                "reason": "RolloutAborted",
+                "message": message,
+                "lastUpdateTime": t,
+                "lastTransitionTime": t,
+            }
+        )
+    status["phase"], status["message"] = "Degraded", f"RolloutAborted: {message}"
+    counts = [(h, (rs.get("status") or {}).get("replicas", 0)) for h, rs in sets.items()]
+    status["replicas"] = sum(n for _, n in counts)
+    status["HPAReplicas"] = status["replicas"]
+    status["updatedReplicas"] = sum(n for h, n in counts if h == current)
+    status["readyReplicas"] = sum((rs.get("status") or {}).get("readyReplicas", 0) for rs in sets.values())
+    status["availableReplicas"] = sum((rs.get("status") or {}).get("availableReplicas", 0) for rs in sets.values())
+    status["observedGeneration"] = str(ro["metadata"].get("generation", 1))
+    canary = strategy.get("canary")
+    if canary is not None:
+        steps = canary.get("steps") or []
+        if steps:
+            status["currentStepIndex"] = len(steps) if stable == current else 0
+        if canary.get("trafficRouting"):
+            weights = (status.get("canary") or {}).get("weights") or {}
+            status.setdefault("canary", {})["weights"] = {
+                "canary": {
+                    **(weights.get("canary") or {}),
+                    "weight": 0,
+                    "podTemplateHash": current,
+                    **({"serviceName": canary["canaryService"]} if canary.get("canaryService") else {}),
+                },
+                "stable": {
+                    **(weights.get("stable") or {}),
+                    "weight": 100,
+                    "podTemplateHash": stable,
+                    **({"serviceName": canary["stableService"]} if canary.get("stableService") else {}),
+                },
+            }
+    if strategy.get("blueGreen") is not None and stable:
+        status.setdefault("blueGreen", {})["activeSelector"] = stable
+    return status
+
+
 class ArgoController(Controller):
     """Argo Rollouts' handling of an aborted rollout (status.abort: true)."""
 
@@ -389,62 +455,7 @@ class ArgoController(Controller):
             # waits abortScaleDownDelaySeconds, 30 s by default: the fake does not wait).
             sets[current] = self._scale(rs_rt, sets[current], 0)
 
-        revision = int((ro["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION) or 0)
-        message = f"Rollout aborted update to revision {revision}"
-        status["abort"] = True
-        status.setdefault("abortedAt", now())
-        status.pop("pauseConditions", None)
-        conds = status.setdefault("conditions", [])
-        prog = next((c for c in conds if c.get("type") == "Progressing"), None)
-        if prog is None or (prog.get("status"), prog.get("reason"), prog.get("message")) != (
-            "False",
-            "RolloutAborted",
-            message,
-        ):
-            # conditions.SetRolloutCondition replaces the condition; NewRolloutCondition stamps both times.
-            conds[:] = [c for c in conds if c.get("type") != "Progressing"]
-            t = now()
-            conds.append(
-                {
-                    "type": "Progressing",
-                    "status": "False",
-                    "reason": "RolloutAborted",
-                    "message": message,
-                    "lastUpdateTime": t,
-                    "lastTransitionTime": t,
-                }
-            )
-        status["phase"], status["message"] = "Degraded", f"RolloutAborted: {message}"
-        counts = [(h, (rs.get("status") or {}).get("replicas", 0)) for h, rs in sets.items()]
-        available = sum((rs.get("status") or {}).get("availableReplicas", 0) for rs in sets.values())
-        status["replicas"] = sum(n for _, n in counts)
-        status["HPAReplicas"] = status["replicas"]
-        status["updatedReplicas"] = sum(n for h, n in counts if h == current)
-        status["readyReplicas"] = sum((rs.get("status") or {}).get("readyReplicas", 0) for rs in sets.values())
-        status["availableReplicas"] = available
-        status["observedGeneration"] = str(ro["metadata"].get("generation", 1))
-        if canary is not None:
-            steps = canary.get("steps") or []
-            if steps:
-                status["currentStepIndex"] = len(steps) if stable == current else 0
-            if canary.get("trafficRouting"):
-                weights = (status.get("canary") or {}).get("weights") or {}
-                status.setdefault("canary", {})["weights"] = {
-                    "canary": {
-                        **(weights.get("canary") or {}),
-                        "weight": 0,
-                        "podTemplateHash": current,
-                        **({"serviceName": canary["canaryService"]} if canary.get("canaryService") else {}),
-                    },
-                    "stable": {
-                        **(weights.get("stable") or {}),
-                        "weight": 100,
-                        "podTemplateHash": stable,
-                        **({"serviceName": canary["stableService"]} if canary.get("stableService") else {}),
-                    },
-                }
-        if strategy.get("blueGreen") is not None and stable:
-            status.setdefault("blueGreen", {})["activeSelector"] = stable
+        status = abort_status(ro, sets)
         if status != ro.get("status"):
             ro["status"] = status
             self._write(ro_rt, ro, self.MANAGER, "status")
