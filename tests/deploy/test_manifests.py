@@ -213,7 +213,10 @@ def test_every_setting_is_one_firebreak_reads(path):
     """A misspelt variable would be ignored silently (pydantic-settings ignores extras)."""
     objs = render(path)
     known = {name.upper() for name in Settings.model_fields}
-    env = {e["name"] for e in container(objs).get("env") or []}
+    entries = container(objs).get("env") or []
+    # A variable that only feeds another's $(NAME) (REDIS_PASSWORD into REDIS_URL) is Kubernetes', not ours.
+    feeds = {e["name"] for e in entries if any(f"$({e['name']})" in str(o.get("value", "")) for o in entries)}
+    env = {e["name"] for e in entries} - feeds
     [cm] = [o for o in of_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("firebreak-env-")]
     assert env | set(cm["data"]) <= known, (env | set(cm["data"])) - known
     assert {"REDIS_URL", "KUBECONFIG", "FIREBREAK_POLICY_DIR", "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"} <= env | set(
@@ -234,7 +237,9 @@ def test_no_secret_is_embedded(path):
                 if e["name"] in SECRET_SETTINGS:
                     assert set(e) == {"name", "valueFrom"} and "secretKeyRef" in e["valueFrom"], e
                 if e["name"] == "REDIS_URL" and "value" in e:
-                    assert "@" not in e["value"], "a password in REDIS_URL belongs in the firebreak-redis Secret"
+                    # A password in REDIS_URL is a reference to a Secret's value, never the value itself.
+                    userinfo = e["value"].split("@", 1)[0] if "@" in e["value"] else ""
+                    assert not userinfo or userinfo.endswith(":$(REDIS_PASSWORD)"), e
     text = yaml.safe_dump_all(objs)
     for pattern in (
         r"xox[abpr]-[0-9A-Za-z-]{8,}",
@@ -301,12 +306,20 @@ def test_the_example_runs_redis_with_aof_on_a_volume_and_points_firebreak_at_it(
     data = args[args.index("--dir") + 1]
     [claim] = sts["spec"]["volumeClaimTemplates"]
     assert {"name": claim["metadata"]["name"], "mountPath": data} in redis["volumeMounts"]
+    assert "--protected-mode" not in args  # its default: on
     svc = one(objs, "Service", "firebreak-redis")
-    [url] = [e for e in container(objs)["env"] if e["name"] == "REDIS_URL"]
+    env = container(objs)["env"]
+    names = [e["name"] for e in env]
+    [url] = [e for e in env if e["name"] == "REDIS_URL"]
     assert url == {
         "name": "REDIS_URL",
-        "value": f"redis://{svc['metadata']['name']}:{svc['spec']['ports'][0]['port']}/0",
+        "value": f"redis://firebreak:$(REDIS_PASSWORD)@{svc['metadata']['name']}:{svc['spec']['ports'][0]['port']}/0",
     }
+    # $(VAR) expands only a variable defined earlier in the list.
+    assert names.index("REDIS_PASSWORD") < names.index("REDIS_URL")
+    secret = {"secretKeyRef": {"name": "firebreak-redis-auth", "key": "password"}}
+    assert next(e for e in env if e["name"] == "REDIS_PASSWORD")["valueFrom"] == secret
+    assert next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")["valueFrom"] == secret
 
 
 def test_the_fleet_uses_an_external_redis_from_a_secret():
