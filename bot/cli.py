@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -40,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--incident")
     asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
     asub.add_parser("reindex", help="index entries written before the per-incident index existed (once)")
+    ev = sub.add_parser("evidence", help="print what each lever found before it acted, as JSON Lines, with digests")
+    ev.add_argument("incident", help="INC-n")
+    ev.add_argument("request", nargs="?", help="REQ-n (default: every lever of the incident)")
     pm = sub.add_parser("postmortem", help="print an incident's postmortem as Markdown")
     pm.add_argument("incident", help="INC-n")
     rp = sub.add_parser("report", help="resolved incidents by root-cause class: counts, median TTD/TTR, GPU-hours")
@@ -176,6 +180,45 @@ async def _postmortem(args: argparse.Namespace) -> int:
         await svc.redis.aclose()
 
 
+async def _evidence(args: argparse.Namespace) -> int:
+    """`evidence INC-n [REQ-n]`: the records levers/evidence.py kept, one JSON line each, with the
+    SHA-256 recomputed from what is stored (compare it with the lever.apply audit entry's)."""
+    from bot.ids import INCIDENT_ID
+    from bot.store import connect
+    from levers import evidence
+
+    inc_id = str(args.incident).strip().upper()
+    if not INCIDENT_ID.fullmatch(inc_id):
+        print(f"firebreak: {str(args.incident)[:40]!r} is not an incident id: use INC-<n>, like INC-3", file=sys.stderr)
+        return 2
+    req = str(args.request).strip().upper() if args.request else None
+    if req is not None and not re.fullmatch(r"REQ-[1-9][0-9]*", req):
+        print(f"firebreak: {str(args.request)[:40]!r} is not a request id: use REQ-<n>, like REQ-7", file=sys.stderr)
+        return 2
+    settings = load_settings()
+    if not settings.redis_url:
+        print(
+            "firebreak: REDIS_URL is not set: there is no evidence to read (set it to the Redis the server uses)",
+            file=sys.stderr,
+        )
+        return 2
+    r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
+    try:
+        records = await evidence.read(r, inc_id, req)
+    except RedisError as exc:
+        print(f"firebreak: can't reach REDIS_URL ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    finally:
+        await r.aclose()
+    if not records:
+        what = f"{req} of {inc_id}" if req else inc_id
+        print(f"firebreak: no evidence for {what} (a lever keeps it when it applies)", file=sys.stderr)
+        return 2
+    for rec in records:
+        sys.stdout.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
+    return 0
+
+
 async def _migrate(args: argparse.Namespace) -> int:
     """`migrate [--dry-run]`: what `serve` does at start, or the list of what it would do."""
     from bot import schema
@@ -226,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             return _console(args)
         if args.cmd == "migrate":
             return asyncio.run(_migrate(args))
+        if args.cmd == "evidence":
+            return asyncio.run(_evidence(args))
         if args.cmd in ("postmortem", "report"):
             return asyncio.run(_postmortem(args))
         return asyncio.run(_audit(args))

@@ -57,3 +57,4 @@ def register(reg: Registry) -> None:
     reg.timeline(LeverSettle, CommandDetail, timeline.no_event)  # the lever.* entry it writes says it
     for event, render in timeline.EVENTS.items():
         reg.timeline(event.action, timeline.LeverEntry, render)
+    reg.timeline(timeline.APPLY.action, timeline.ApplyEntry, timeline.kept)

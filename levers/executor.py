@@ -19,7 +19,7 @@ from bot import logs, metrics
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.services import Services
-from levers import authz, gitops, hooks, inflight, messages, resolve
+from levers import authz, evidence, gitops, hooks, inflight, messages, resolve
 from levers.apply import Changed, NotApplied, apply_plan
 from levers.base import Ctx, Lever, LeverRefusal
 from levers.catalogue import LEVERS
@@ -141,6 +141,8 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         return await _finish(
             svc, rec, LeverState.failed, messages.failed(rec, f"{why}; nothing changed"), False, reason=why, code=e.code
         )
+    # The object as this run saw it, kept before the write (its digest goes into lever.apply).
+    kept = await evidence.capture(svc, ctx, rec, obj)
     try:
         plan, resp = await apply_plan(lever, ctx, plan)
     except (NotApplied, Changed) as e:
@@ -151,7 +153,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             svc, rec, LeverState.failed, messages.failed(rec, text), False, reason=text, code=err.code if err else None
         )
     try:
-        return await _record(svc, rec, lever, ctx, plan, resp, approver)
+        return await _record(svc, rec, lever, ctx, plan, resp, approver, kept)
     except RedisError:
         # The write went out, but the store went away while it was being recorded. The request
         # stays `executing`; its timer (armed before the claim) settles it from a read-back.
@@ -167,7 +169,14 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
 
 
 async def _record(
-    svc: Services, rec: LeverRequest, lever: Lever, ctx: Ctx, plan: Plan, resp: dict[str, Any], approver: str
+    svc: Services,
+    rec: LeverRequest,
+    lever: Lever,
+    ctx: Ctx,
+    plan: Plan,
+    resp: dict[str, Any],
+    approver: str,
+    kept: evidence.Evidence,
 ) -> ExecResult:
     """After the write: bookkeeping, the audit, the read-back verify and the outcome."""
     await lever.applied(ctx, plan)
@@ -182,6 +191,7 @@ async def _record(
             "pre_state": plan.pre_state,
             "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),
             "approved_by": approver,
+            "evidence": {"sha256": kept.digest, "events": len(kept.record["events"])},
         },
     )
     try:

@@ -40,6 +40,17 @@ class LeverEntry(Detail):
     verified: bool = False
 
 
+class Kept(Detail):
+    sha256: str = ""
+    events: int = 0
+
+
+class ApplyEntry(LeverEntry):
+    """lever.apply: the write went out; its evidence (levers/evidence.py) was kept just before."""
+
+    evidence: Kept = Kept()
+
+
 Render = Callable[[LeverEntry, str], "str | None"]
 
 
@@ -70,9 +81,20 @@ def no_event(_: Detail, __: str) -> None:
     return None
 
 
-# The line of every lever event; a test holds this to LeverEvent.
+def kept(d: ApplyEntry, _: str) -> str | None:
+    """The postmortem's link to the evidence: its digest, and how to print it."""
+    if not d.evidence.sha256:
+        return None  # applied before evidence was kept
+    return (
+        f"Evidence of {_label(d)} kept before the write ({d.evidence.events} events): sha256 "
+        f"`{d.evidence.sha256}` (`firebreak evidence` prints it)"
+    )
+
+
+# The line of every lever event but lever.apply (its evidence: `kept`, registered with ApplyEntry);
+# a test holds EVENTS and APPLY to LeverEvent.
+APPLY = LeverEvent.apply
 EVENTS: dict[LeverEvent, Render] = {
-    LeverEvent.apply: no_event,  # its outcome (lever.done / lever.failed) follows
     LeverEvent.done: applied,
     LeverEvent.failed: _settled(LeverEvent.failed),
     LeverEvent.stale: _settled(LeverEvent.stale),

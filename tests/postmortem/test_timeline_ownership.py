@@ -133,9 +133,9 @@ def test_an_undeclared_action_reads_neutrally_and_a_bad_detail_falls_back_to_it(
 
 def test_every_lever_event_has_its_line():
     from levers.requests import LeverEvent
-    from levers.timeline import EVENTS
+    from levers.timeline import APPLY, EVENTS
 
-    assert set(EVENTS) == set(LeverEvent)
+    assert set(EVENTS) | {APPLY} == set(LeverEvent) and APPLY not in EVENTS
     reg = _all()
     ids = {"request": "REQ-3", "lever": "kueue-hold", "target": "research-h100", "cell": "us-east-1"}
     assert document.phrase(e("lever.stale", **ids), reg) == "Lever REQ-3 `kueue-hold` research-h100 (us-east-1): stale"
