@@ -68,14 +68,15 @@ def deployed_redis(rendered, tmp_path: Path) -> Iterator[int]:
 
 def test_a_client_without_the_password_is_refused(deployed_redis):
     with redis.Redis(port=deployed_redis, socket_timeout=2) as anonymous:
-        with pytest.raises(redis.exceptions.AuthenticationError, match="authenticated|Authentication required"):
+        with pytest.raises(redis.exceptions.AuthenticationError, match=r"authenticated|Authentication required"):
             anonymous.get("fb:incident:INC-1")
-        with pytest.raises(redis.exceptions.AuthenticationError, match="authenticated|Authentication required"):
+        with pytest.raises(redis.exceptions.AuthenticationError, match=r"authenticated|Authentication required"):
             anonymous.set("fb:audit:head", "forged")
     for user, password in (("default", ""), ("default", PASSWORD), ("firebreak", "wrong")):
-        with pytest.raises(redis.exceptions.AuthenticationError), redis.Redis(
-            port=deployed_redis, username=user, password=password, socket_timeout=2
-        ) as r:
+        with (
+            pytest.raises(redis.exceptions.AuthenticationError),
+            redis.Redis(port=deployed_redis, username=user, password=password, socket_timeout=2) as r,
+        ):
             r.ping()
 
 
