@@ -60,15 +60,39 @@ _COMPILED: list[tuple[str, Any]] = [(kind, compile_pattern(p)) for kind, p in BU
 _PATTERNS: set[str] = set(p for _, p in BUILTIN_PATTERNS)
 
 
+def _alternation(patterns: Iterable[str]) -> Any | None:
+    """Every pattern as one RE2 alternation, or None if RE2 cannot run them together (two policy
+    patterns naming the same group): one search instead of one per pattern says that a text is
+    clean, which almost every text is (a command's text is scanned on the ack path). Each
+    pattern keeps its own inline flags: RE2 scopes ``(?i)`` to the group it is in."""
+    try:
+        return re2.compile("|".join(f"(?:{p})" for p in patterns), _OPTIONS)
+    except re2.error:
+        return None  # then every pattern is searched alone, as the kinds are
+
+
+_ANY: list[Any | None] = [_alternation(p for _, p in BUILTIN_PATTERNS)]
+
+
+def _clean(text: str) -> bool:
+    """True if no pattern matches anywhere in ``text`` (False: search each to name the kinds)."""
+    rx = _ANY[0]
+    return rx is not None and rx.search(text) is None
+
+
 def add_patterns(pairs: Iterable[tuple[str, str]]) -> None:
     """Policy's extra secret patterns (comms.yaml), added once at start.
 
     Patterns only ever add checks and redaction, so sharing them process-wide is safe.
     """
+    added = False
     for kind, pattern in pairs:
         if pattern not in _PATTERNS:
             _COMPILED.append((kind, compile_pattern(pattern)))
             _PATTERNS.add(pattern)
+            added = True
+    if added:
+        _ANY[0] = _alternation(rx.pattern for _, rx in _COMPILED)
 
 
 def _windows(text: str) -> Iterable[str]:
@@ -88,6 +112,8 @@ def find(text: str, extra: Iterable[tuple[str, str]] = ()) -> list[str]:
     add_patterns(extra)
     found: dict[str, None] = {}
     for window in _windows(text):
+        if _clean(window):
+            continue
         for kind, rx in _COMPILED:
             if kind not in found and rx.search(window):
                 found[kind] = None
@@ -101,6 +127,8 @@ def kinds_text(kinds: list[str]) -> str:
 
 
 def scrub_text(text: str) -> str:
+    if _clean(text):
+        return text
     for kind, rx in _COMPILED:
         if rx.search(text):
             label = f"[redacted {kind}]"

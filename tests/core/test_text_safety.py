@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from bot import redact
 from bot.comms.secrets import scan
 from bot.redact import MAX_SCAN
 from tests.support.core import IC, TITLE, nowhere
@@ -142,3 +143,17 @@ async def test_prose_keeps_its_lines(app):
     inc = await app.declare(TITLE, sev=2, user=IC, cells=())
     out = said(await app.run("cause trigger a bad rollout\nof the router config", user=IC, channel=inc.channel_id))
     assert "control character" not in out
+
+
+def test_the_one_search_for_a_clean_text_finds_what_each_pattern_finds():
+    # find() and scrub_text() first search one alternation of every pattern (a clean text, the
+    # usual case, costs one search): each pattern's own inline flags must stay its own.
+    case_sensitive = [("test ticket", r"FBTESTKEY-[0-9]{6}")]
+    assert redact.find("fbtestkey-123456 is lower case", case_sensitive) == []
+    assert redact.find("FBTESTKEY-123456", case_sensitive) == ["test ticket"]
+    assert redact.find("BEARER " + "a" * 20) == ["bearer token"]  # the (?i) pattern still ignores case
+    assert redact.find(f"{SLACK} and {AWS} and {GITHUB}") == ["Slack token", "AWS access key", "GitHub token"]
+    assert redact.find("declare Chat API 5xx in us-east --sev 2") == []
+    clean = "nothing secret here"
+    assert redact.scrub_text(clean) is clean
+    assert redact.scrub_text(f"key {AWS}") == "key [redacted AWS access key]"
