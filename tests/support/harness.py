@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.audit.sign import Checkpointer
 from bot.clock import Clock, ManualClock
 from bot.config import load_settings
 from bot.core.eligibility import check_policy_groups
@@ -36,6 +37,7 @@ class RunningApp:
     sender: SlackSender
     slack: FakeSlack
     lane: Lane
+    checkpoints: Checkpointer | None = None  # the audit checkpoint signer, with FIREBREAK_AUDIT_KEY
     _n: Any = field(default_factory=itertools.count)
 
     async def command(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL", **kw: Any) -> str:
@@ -145,7 +147,7 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
     del slack.calls[before:]
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
-    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)
+    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane, rt.checkpoints)
 
 
 async def audit_entries(app: RunningApp, incident: str | None = None) -> list[dict]:
