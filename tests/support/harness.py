@@ -5,11 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.audit.sign import Checkpointer
 from bot.clock import Clock, ManualClock
 from bot.config import load_settings
 from bot.core.eligibility import check_policy_groups
@@ -22,6 +21,9 @@ from bot.slack.lane import Lane
 from bot.store import connect
 from fbworld.slack import FakeSlack, SlackSender
 from tests.support import workspace
+
+if TYPE_CHECKING:
+    from bot.audit.sign import Checkpointer
 
 # 2026-11-30 03:10:00 UTC: a believable 3 a.m. (the `clock` fixture starts here)
 T0 = 1_796_008_200.0
