@@ -117,8 +117,6 @@ async def _audit(args: argparse.Namespace) -> int:
     from bot.clock import SystemClock
     from bot.store import connect
 
-    if args.audit_cmd == "keygen":
-        return _keygen(args.dir)
     pub = None
     given: list[dict[str, object]] | None = None
     if args.audit_cmd == "verify":
@@ -127,8 +125,10 @@ async def _audit(args: argparse.Namespace) -> int:
             print("firebreak: --checkpoints needs --pubkey (the key they were signed with)", file=sys.stderr)
             return 2
         try:
-            pub = sign.load_public_key(args.pubkey) if args.pubkey is not None else None
-            given = sign.read_checkpoints(args.checkpoints) if args.checkpoints is not None else None
+            if args.pubkey is not None:
+                pub = await asyncio.to_thread(sign.load_public_key, args.pubkey)
+            if args.checkpoints is not None:
+                given = await asyncio.to_thread(sign.read_checkpoints, args.checkpoints)
         except (sign.KeyFileError, sign.CheckpointFileError) as exc:
             print(f"firebreak: {exc}", file=sys.stderr)
             return 2
@@ -292,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_migrate(args))
         if args.cmd in ("postmortem", "report"):
             return asyncio.run(_postmortem(args))
+        if args.audit_cmd == "keygen":  # files only: no Redis, no event loop
+            return _keygen(args.dir)
         return asyncio.run(_audit(args))
     except (ConfigError, PolicyError, SchemaTooNew, MigrationTimeout) as exc:
         print(f"firebreak: {exc}", file=sys.stderr)

@@ -215,7 +215,15 @@ async def verify_signed(audit: AuditLog, pub: Ed25519PublicKey, checkpoints: lis
 
 async def stored_checkpoints(redis: Redis) -> list[dict[str, Any]]:
     """The copies kept in Redis: a convenience (whoever writes Redis can delete them)."""
-    return [c for raw in await redis.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1) if (c := _as_checkpoint(json.loads(raw)))]
+    out = []
+    for raw in await redis.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1):
+        try:
+            c = _as_checkpoint(json.loads(raw))
+        except json.JSONDecodeError:
+            c = None
+        # Only the bot writes these: anything else there was put there, and is reported as such.
+        out.append(c if c is not None else {"seq": "? (a copy in Redis that is not a checkpoint)", "sig": ""})
+    return out
 
 
 def _hash_of(raw: str | bytes) -> str:
@@ -245,18 +253,27 @@ class Checkpointer:
         poll: float = 1.0,
     ) -> None:
         self._r, self._clock, self._key = redis, clock, key
-        self.key_id = key_id(key.public_key())
+        self._pub = key.public_key()
+        self.key_id = key_id(self._pub)
+        self._mine: tuple[int, float] = (0, 0.0)  # the newest checkpoint this process signed
         self._post, self._channel, self._poll = post, channel, poll
         self._lock = asyncio.Lock()  # one checkpoint at a time from this process
         self._stopping = asyncio.Event()
 
     async def _last(self) -> tuple[int, float]:
-        """(seq, epoch seconds) of the newest checkpoint any replica made, (0, 0) before the first."""
+        """(seq, epoch seconds) of the newest checkpoint: the Redis copy when this key signed it
+        (another replica's), else this process's own. A copy that does not verify is ignored, so
+        whoever writes Redis cannot stop the signing by planting a checkpoint far ahead."""
         raw = text(await self._r.lindex(Keys.AUDIT_CHECKPOINTS, -1))
-        if not raw:
-            return 0, 0.0
-        c = json.loads(raw)
-        return int(c["seq"]), float(c.get("at", 0.0))
+        if raw:
+            try:
+                copy = json.loads(raw)
+                check(self._pub, copy)
+                if copy["seq"] > self._mine[0]:
+                    return int(copy["seq"]), float(copy.get("at", 0.0))
+            except (json.JSONDecodeError, TypeError, KeyError, ValueError, BadCheckpoint):
+                log.warning("audit_checkpoint_copy_ignored", reason="not a checkpoint signed by this key")
+        return self._mine
 
     async def maybe(self, *, force: bool = False) -> dict[str, Any] | None:
         """Sign the head if it is due (``force``: whenever the chain moved); the checkpoint, or None."""
@@ -284,6 +301,7 @@ class Checkpointer:
                 self._key,
                 {"seq": seq, "hash": digest, "ts": iso(now), "key_id": self.key_id, "from": start, "fps": fps},
             )
+            self._mine = (seq, now)
             await self._publish(ckpt, now)
             return ckpt
 

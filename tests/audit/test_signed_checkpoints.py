@@ -141,6 +141,16 @@ async def test_a_checkpoint_with_a_bad_signature_fails_and_is_named(signed, redi
     assert theirs is not None and theirs["seq"] == 301
     out = cli(redis_url, "verify", "--pubkey", str(keys[1]), "--checkpoints", str(_jsonl(tmp_path / "b", [theirs])))
     assert out.returncode == 1 and "checkpoint at seq 301 has a bad signature" in out.stderr, out.stderr
+    # The other key's checkpoint landed among the Redis copies too: verify against them names it.
+    out = cli(redis_url, "verify", "--pubkey", str(keys[1]))
+    assert out.returncode == 1 and "checkpoint at seq 301 has a bad signature" in out.stderr, out.stderr
+    # Something that is not a checkpoint among the Redis copies: named, not a traceback.
+    r = signed.services.redis
+    await r.delete(Keys.AUDIT_CHECKPOINTS)
+    await r.rpush(Keys.AUDIT_CHECKPOINTS, *[json.dumps(c) for c in made], "{garbage")
+    out = cli(redis_url, "verify", "--pubkey", str(keys[1]))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "a copy in Redis that is not a checkpoint) has a bad signature" in out.stderr, out.stderr
 
 
 async def test_a_checkpoint_is_due_after_60_seconds_and_one_replica_signs_each_seq(signed, keys):
@@ -165,6 +175,18 @@ async def test_a_checkpoint_is_due_after_60_seconds_and_one_replica_signs_each_s
     ]
     clock.advance(EVERY_SECONDS * 2)
     assert await mine.maybe() is None  # the chain did not move: nothing new to sign
+
+    # Whoever writes Redis plants a copy far ahead (signed by their own key, or not at all), to
+    # make the signers think the chain is covered: they ignore it and sign on.
+    forger = Checkpointer(signed.services.redis, clock, ed25519.Ed25519PrivateKey.generate())
+    planted = await forger.maybe(force=True)  # seq 6 is claimed already, whatever the key
+    assert planted is None
+    r = signed.services.redis
+    await r.rpush(Keys.AUDIT_CHECKPOINTS, json.dumps({"seq": 10**9, "hash": "0" * 64, "ts": "x", "sig": "AAAA"}))
+    await audit.append("command.update", actor="U1", detail={})
+    clock.advance(EVERY_SECONDS)
+    again = await replica.maybe()
+    assert again is not None and again["seq"] == 7 and again["from"] == 6
 
 
 async def test_serve_publishes_checkpoints_to_the_log_and_the_audit_channel_and_signs_at_sigterm(
