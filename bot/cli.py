@@ -1,4 +1,5 @@
-"""`firebreak serve | console | audit export | audit verify | audit reindex | postmortem INC-n | report | migrate`."""
+"""`firebreak serve | console | audit export | audit verify [--pubkey] | audit keygen | audit reindex |
+postmortem INC-n | report | migrate`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import asyncio
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from redis.exceptions import RedisError
 
@@ -17,6 +19,8 @@ from bot.policy import PolicyError
 from bot.schema import MigrationTimeout, SchemaTooNew
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from bot.audit import AuditLog
 
 
@@ -39,7 +43,13 @@ def _parser() -> argparse.ArgumentParser:
     asub = a.add_subparsers(dest="audit_cmd", required=True)
     e = asub.add_parser("export", help="print entries as JSON Lines")
     e.add_argument("--incident")
-    asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
+    v = asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
+    v.add_argument("--pubkey", type=Path, help="PEM Ed25519 public key: also check the signed checkpoints")
+    v.add_argument(
+        "--checkpoints", type=Path, help="JSON Lines of checkpoints (or the bot's audit_checkpoint log lines)"
+    )
+    kg = asub.add_parser("keygen", help="write an Ed25519 key pair for FIREBREAK_AUDIT_KEY into DIR")
+    kg.add_argument("dir", type=Path)
     asub.add_parser("reindex", help="index entries written before the per-incident index existed (once)")
     ev = sub.add_parser("evidence", help="print what each lever found before it acted, as JSON Lines, with digests")
     ev.add_argument("incident", help="INC-n")
@@ -93,12 +103,39 @@ async def export(log: AuditLog, incident: str | None, out: TextIO) -> None:
         out.write(json.dumps(e, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def _keygen(directory: Path) -> int:
+    from bot.audit import sign
+
+    try:
+        priv, pub = sign.keygen(directory)
+    except sign.KeyFileError as exc:
+        print(f"firebreak: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {priv} (private, 0600: FIREBREAK_AUDIT_KEY) and {pub} (public: audit verify --pubkey)")
+    return 0
+
+
 async def _audit(args: argparse.Namespace) -> int:
-    from bot.audit import AuditLog
+    from bot.audit import AuditLog, sign
     from bot.audit.chain import AuditIndexError
     from bot.clock import SystemClock
     from bot.store import connect
 
+    pub = None
+    given: list[dict[str, object]] | None = None
+    if args.audit_cmd == "verify":
+        # All input is read before Redis is: a bad file changes nothing and says so in one line.
+        if args.checkpoints is not None and args.pubkey is None:
+            print("firebreak: --checkpoints needs --pubkey (the key they were signed with)", file=sys.stderr)
+            return 2
+        try:
+            if args.pubkey is not None:
+                pub = await asyncio.to_thread(sign.load_public_key, args.pubkey)
+            if args.checkpoints is not None:
+                given = await asyncio.to_thread(sign.read_checkpoints, args.checkpoints)
+        except (sign.KeyFileError, sign.CheckpointFileError) as exc:
+            print(f"firebreak: {exc}", file=sys.stderr)
+            return 2
     settings = load_settings()
     if not settings.redis_url:
         # An embedded store here would be new and empty: "OK (0 entries)" would be a lie.
@@ -117,6 +154,8 @@ async def _audit(args: argparse.Namespace) -> int:
             n = await log.reindex()
             print(f"audit index: indexed {n} older entries" if n else "audit index: already covers every entry")
             return 0
+        if pub is not None:
+            return await _verify_signed(log, pub, given)
         bad = await log.verify()
         if bad is None:
             n = await log.count()
@@ -132,6 +171,31 @@ async def _audit(args: argparse.Namespace) -> int:
         return 2
     finally:
         await r.aclose()
+
+
+async def _verify_signed(log: AuditLog, pub: Ed25519PublicKey, given: list[dict[str, Any]] | None) -> int:
+    """`verify --pubkey`: the chain against checkpoints signed by ``pub`` (the file's, else Redis's copies)."""
+    from bot.audit import sign
+
+    checkpoints = given if given is not None else await sign.stored_checkpoints(log.redis)
+    where = "the checkpoints file" if given is not None else "Redis (copies: pass --checkpoints for the published ones)"
+    try:
+        bad = await sign.verify_signed(log, pub, checkpoints)
+    except sign.BadCheckpoint as exc:
+        print(f"audit checkpoint BAD: {exc}", file=sys.stderr)
+        return 1
+    newest = max((int(c["seq"]) for c in checkpoints), default=0)
+    if bad is not None:
+        print(
+            f"audit chain BROKEN at seq {bad} (checked against {len(checkpoints)} signed checkpoints)", file=sys.stderr
+        )
+        return 1
+    n = await log.count()
+    if not checkpoints:
+        print(f"audit chain OK ({n} entries), but no signed checkpoint in {where}: only hash-chained")
+        return 0
+    print(f"audit chain OK ({n} entries; signed up to seq {newest}, {len(checkpoints)} checkpoints from {where})")
+    return 0
 
 
 async def _postmortem(args: argparse.Namespace) -> int:
@@ -273,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_evidence(args))
         if args.cmd in ("postmortem", "report"):
             return asyncio.run(_postmortem(args))
+        if args.audit_cmd == "keygen":  # files only: no Redis, no event loop
+            return _keygen(args.dir)
         return asyncio.run(_audit(args))
     except (ConfigError, PolicyError, SchemaTooNew, MigrationTimeout) as exc:
         print(f"firebreak: {exc}", file=sys.stderr)

@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     alertmanager_token: SecretStr | None = None
     firebreak_stakeholder_channel: str | None = None
     firebreak_security_channel: str | None = None
+    # PEM Ed25519 private key that signs audit checkpoints (bot/audit/sign.py); unset: the audit
+    # is only hash-chained. Its checkpoints are also posted to FIREBREAK_AUDIT_CHANNEL when set.
+    firebreak_audit_key: Path | None = None
+    firebreak_audit_channel: str | None = None
     firebreak_scheduler_tick: float = Field(default=0.5, gt=0)
     # Slack user group membership (the seats' eligibility, DESIGN §11) is kept this long per process
     # (each replica its own copy): a member removed in Slack loses the seat's power within it.
@@ -139,6 +143,8 @@ class Settings(BaseSettings):
         "prometheus_username",
         "prometheus_password",
         "redis_ca_file",
+        "firebreak_audit_key",
+        "firebreak_audit_channel",
         mode="before",
     )
     @classmethod

@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from slack_bolt.async_app import AsyncApp
 
-from bot import redact
+from bot import logs, redact
 from bot.approvals import capability as approvals
 from bot.audit import AuditLog
+from bot.audit.sign import Checkpointer, KeyFileError, load_private_key
 from bot.chat import Chat
 from bot.clock import Clock, SystemClock
 from bot.comms import capability as comms
-from bot.config import Settings
+from bot.config import ConfigError, Settings
 from bot.core import intents
 from bot.core.registry import Registry
 from bot.core.services import Services
@@ -32,7 +34,7 @@ from bot.postmortem import capability as postmortem
 from bot.prom.connect import BasicAuth, BearerToken, Credentials, Prometheus
 from bot.scheduler import Job, Scheduler
 from bot.schema import Migration
-from bot.server import build_web
+from bot.server import UNSIGNED, build_web
 from bot.signals import capability as signals
 from bot.slack.app import build_bolt
 from bot.slack.gateway import SlackGateway, make_client
@@ -70,12 +72,16 @@ def build_registry() -> Registry:
     return reg
 
 
+log = logs.get(__name__)
+
+
 @dataclass
 class Runtime:
     services: Services
     bolt: AsyncApp
     web: web.Application
     lane: Lane
+    checkpoints: Checkpointer | None = None  # None: no FIREBREAK_AUDIT_KEY, the audit is only hash-chained
 
 
 def _bound(svc: Services, fn: Callable[..., Awaitable[None]]) -> Any:
@@ -143,13 +149,29 @@ async def close(svc: Services, lane: Lane | None = None) -> None:
         await closer()
 
 
+def audit_key(settings: Settings) -> Ed25519PrivateKey | None:
+    """FIREBREAK_AUDIT_KEY, read at start: a bad key stops the process (one line, exit 2)."""
+    if settings.firebreak_audit_key is None:
+        log.warning("audit_unsigned", detail=UNSIGNED)  # said once, at start, and in /readyz
+        return None
+    try:
+        return load_private_key(settings.firebreak_audit_key)
+    except KeyFileError as exc:
+        raise ConfigError(f"bad configuration FIREBREAK_AUDIT_KEY: {exc}") from None
+
+
 def build_runtime(settings: Settings, clock: Clock | None = None, redis: Redis | None = None) -> Runtime:
     settings.require_slack()
     assert settings.slack_signing_secret is not None  # require_slack checked it
+    key = audit_key(settings)  # before any client is made: nothing to close on a bad key
     gateway = slack_gateway(settings)
     svc = build_services(settings, clock, redis, chat=gateway)
     lane = Lane()
     bolt = build_bolt(svc, gateway.client, settings.slack_signing_secret.get_secret_value(), lane)
     web_app = build_web(svc, bolt, lane)
     web_app.on_cleanup.append(lambda _app: close(svc, lane))
-    return Runtime(services=svc, bolt=bolt, web=web_app, lane=lane)
+    checkpoints = None
+    if key is not None:
+        chan = settings.firebreak_audit_channel
+        checkpoints = Checkpointer(svc.redis, svc.clock, key, post=svc.chat.post, channel=chan)
+    return Runtime(services=svc, bolt=bolt, web=web_app, lane=lane, checkpoints=checkpoints)

@@ -11,7 +11,8 @@ default: under Kubernetes' 30 s terminationGracePeriodSeconds), and exits 0:
 4. acknowledged requests (the after-ack lane) and running jobs finish; whatever is still
    running 3 s before the grace ends is cancelled (a job cut short is delivered again when its
    lease runs out, as for a replica that died: its own guards are timed to that);
-5. the HTTP server, the Slack, Kubernetes and Redis clients are closed.
+5. the audit chain head is signed (a last checkpoint, when FIREBREAK_AUDIT_KEY is set);
+6. the HTTP server, the Slack, Kubernetes and Redis clients are closed.
 
 A second signal cuts the waiting short.
 """
@@ -62,6 +63,8 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         return
     # The one long-running worker: durable timers (every capability's jobs and start hooks).
     scheduler = asyncio.create_task(rt.services.scheduler.run())
+    # Signed checkpoints of the audit chain head (bot/audit/sign.py), and a last one at shutdown.
+    checkpoints = asyncio.create_task(rt.checkpoints.run()) if rt.checkpoints else None
     socket_handler = None
     if settings.slack_app_token:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -85,8 +88,22 @@ async def serve(settings: Settings, host: str, port: int) -> None:
         await rt.lane.close(timeout=0)
     scheduler.cancel()  # it has ended already, unless hurried
     await asyncio.gather(scheduler, return_exceptions=True)
+    if checkpoints is not None:
+        await _last_checkpoint(rt, checkpoints)
     await _close(rt, runner)
     log.info("shutdown_done", seconds=round(loop.time() - started, 2))
+
+
+async def _last_checkpoint(rt: Runtime, loop_task: asyncio.Task[None]) -> None:
+    """Sign the head as the drained process leaves it, so the newest entries are covered too."""
+    assert rt.checkpoints is not None
+    try:
+        async with asyncio.timeout(CLEANUP_S / 2):
+            await rt.checkpoints.final()
+    except Exception:  # shutdown goes on: the next replica's checkpoint covers these entries
+        log.exception("audit_checkpoint_failed", at="shutdown")
+    loop_task.cancel()
+    await asyncio.gather(loop_task, return_exceptions=True)
 
 
 async def _migrate(rt: Runtime, stopping: asyncio.Event) -> None:

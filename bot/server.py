@@ -29,6 +29,7 @@ from bot.store import ping
 log = logs.get(__name__)
 
 SLACK_PATH = "/slack/events"
+UNSIGNED = "hash-chained only: FIREBREAK_AUDIT_KEY is unset, so whoever can write Redis can rewrite it undetected"
 SCRAPE_TIMEOUT_S = 1.0  # a store-read gauge that cannot be read in time is NaN in this scrape
 
 
@@ -117,7 +118,9 @@ def build_web(svc: Services, bolt: AsyncApp, lane: Lane | None = None) -> web.Ap
         if intake.draining:  # shutting down: out of the Service before anything else
             return web.json_response({"ok": False, "draining": True}, status=503)
         ok = await ping(svc.redis)
-        return web.json_response({"ok": ok, "redis": ok}, status=200 if ok else 503)
+        # Not a readiness condition: says what the audit log can prove (docs/security-model.md).
+        audit = "signed checkpoints" if svc.settings.firebreak_audit_key else UNSIGNED
+        return web.json_response({"ok": ok, "redis": ok, "audit": audit}, status=200 if ok else 503)
 
     async def metrics_page(_: web.Request) -> web.Response:
         await _scrape(svc)

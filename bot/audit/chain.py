@@ -173,6 +173,7 @@ def _head(raw: str | None) -> tuple[int, str]:
 
 class AuditLog:
     def __init__(self, redis: Redis, clock: Clock) -> None:
+        self.redis = redis
         self._r = redis
         self._clock = clock
         self._append = script(redis, _APPEND, deadline=False)  # see bot/store/scripts.py script()

@@ -45,6 +45,14 @@ class Keys:
     # below it predate the index until `firebreak audit reindex` lowers it to 0.
     AUDIT_INDEXED_AFTER = "fb:{audit}:indexed-after"
 
+    # Signed checkpoints of the chain head (bot/audit/sign.py): copies, oldest first, and the
+    # claim on a seq that lets one replica sign it.
+    AUDIT_CHECKPOINTS = "fb:{audit}:checkpoints"
+
+    @staticmethod
+    def audit_checkpoint_claim(seq: int) -> str:
+        return f"fb:{{audit}}:checkpoint-claim:{seq}"
+
     @staticmethod
     def audit_incident(inc: str) -> str:  # the seqs of one incident's audit entries, in order
         return f"fb:{{audit}}:inc:{inc}"

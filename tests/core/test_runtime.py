@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiohttp
 
 from bot.incidents.store import repo
+from bot.server import UNSIGNED
 from tests.support.core import BOB, IC, TITLE, run_cli
 from tests.support.harness import start_app
 from tests.support.ports import free_port
@@ -39,14 +40,14 @@ async def test_state_survives_a_restart_of_the_app(slack, redis_url, clock):
 
 async def test_healthz_and_readyz(app):
     assert await _get(app.url + "/healthz") == (200, {"ok": True})
-    assert await _get(app.url + "/readyz") == (200, {"ok": True, "redis": True})
+    assert await _get(app.url + "/readyz") == (200, {"ok": True, "redis": True, "audit": UNSIGNED})
 
 
 async def test_readyz_is_503_when_redis_is_unreachable(slack, clock):
     app = await start_app(slack, f"redis://127.0.0.1:{free_port()}/0", clock)
     try:
         assert await _get(app.url + "/healthz") == (200, {"ok": True})
-        assert await _get(app.url + "/readyz") == (503, {"ok": False, "redis": False})
+        assert await _get(app.url + "/readyz") == (503, {"ok": False, "redis": False, "audit": UNSIGNED})
     finally:
         await app.runner.cleanup()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -22,6 +22,9 @@ from bot.store import connect
 from fbworld.slack import FakeSlack, SlackSender
 from tests.support import workspace
 
+if TYPE_CHECKING:
+    from bot.audit.sign import Checkpointer
+
 # 2026-11-30 03:10:00 UTC: a believable 3 a.m. (the `clock` fixture starts here)
 T0 = 1_796_008_200.0
 SECRET = "test-signing-secret"
@@ -36,6 +39,7 @@ class RunningApp:
     sender: SlackSender
     slack: FakeSlack
     lane: Lane
+    checkpoints: Checkpointer | None = None  # the audit checkpoint signer, with FIREBREAK_AUDIT_KEY
     _n: Any = field(default_factory=itertools.count)
 
     async def command(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL", **kw: Any) -> str:
@@ -145,7 +149,7 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
     del slack.calls[before:]
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
-    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane)
+    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane, rt.checkpoints)
 
 
 async def audit_entries(app: RunningApp, incident: str | None = None) -> list[dict]:

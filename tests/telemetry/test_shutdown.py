@@ -19,6 +19,7 @@ from bot.clock import SystemClock
 from bot.comms import timers
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import repo
+from bot.server import UNSIGNED
 from fbworld.slack import FakeSlack, SlackSender
 from tests.support.core import REPO
 from tests.support.harness import RunningApp, start_app
@@ -133,7 +134,7 @@ async def test_sigterm_drains_hands_back_claimed_jobs_and_exits_0_within_the_gra
     other = await start_app(slack, redis_url, SystemClock())
     serve = await Serve(redis_url, slack).start()
     try:
-        assert await _get(serve.url + "/readyz") == (200, {"ok": True, "redis": True})
+        assert await _get(serve.url + "/readyz") == (200, {"ok": True, "redis": True, "audit": UNSIGNED})
         # Every reminder post is slow: the serving process claims all 40 jobs, runs 32 (stuck in
         # Slack), and holds 8 that wait for a free slot.
         slack.delay_next("chat.postMessage", SLOW_S, times=SLOTS)
