@@ -228,6 +228,41 @@ class Controller(abc.ABC):
         )
 
 
+def workload_step(wl: dict[str, Any], js: dict[str, Any], cluster_queue: str) -> bool | None:
+    """One pass of Kueue's jobframework reconciler over a JobSet's Workload, in place on `wl`:
+    admit an active one, evict and release a deactivated one. Returns the JobSet's wanted
+    spec.suspend, or None to leave it (the emulator and fbworld.realkube both run this)."""
+    gen = wl["metadata"].get("generation")
+    conds = wl.setdefault("status", {}).setdefault("conditions", [])
+    suspended = bool((js.get("spec") or {}).get("suspend"))
+    js_active = any((s.get("active") or 0) > 0 for s in (js.get("status") or {}).get("replicatedJobsStatus") or [])
+    want_suspend: bool | None = None
+    if (wl.get("spec") or {}).get("active", True) is not False:
+        requeued = condition(wl, "Requeued")
+        if requeued and requeued.get("status") == "False" and requeued.get("reason") == "Deactivated":
+            set_condition(conds, "Requeued", "True", "Reactivated", "The workload was reactivated", gen)
+        if not is_true(wl, "QuotaReserved"):
+            admit(wl, cluster_queue)
+        if is_true(wl, "Admitted") and suspended:
+            want_suspend = False  # startJob: an admitted job runs
+    else:
+        message = "The workload is deactivated"
+        if not is_true(wl, "Evicted"):
+            set_condition(conds, "Evicted", "True", "Deactivated", message, gen)
+        evicted_message = (condition(wl, "Evicted") or {}).get("message", message)
+        if not suspended:
+            want_suspend = True  # stopJob
+            suspended = True
+        if is_true(wl, "QuotaReserved") and not js_active:
+            # The job stopped: release the quota (UnsetQuotaReservationWithCondition, reason
+            # "Pending" while UnadmittedWorkloadsObservability is off, its v0.19 default).
+            set_condition(conds, "Requeued", "False", "Deactivated", evicted_message, gen)
+            set_condition(conds, "QuotaReserved", "False", "Pending", evicted_message, gen)
+            wl["status"].pop("admission", None)
+            set_condition(conds, "Admitted", "False", "NoReservation", "The workload has no reservation", gen)
+    return want_suspend
+
+
 class KueueController(Controller):
     """Kueue's job framework for JobSets plus an always-admitting scheduler."""
 
@@ -277,34 +312,7 @@ class KueueController(Controller):
                 wl_rt, wl_rt.storage_version, body["metadata"]["namespace"], body, WriteOpts(manager=self.JOB_MANAGER)
             )
         status_before = copy.deepcopy(wl.get("status") or {})
-        gen = wl["metadata"].get("generation")
-        conds = wl.setdefault("status", {}).setdefault("conditions", [])
-        suspended = bool((js.get("spec") or {}).get("suspend"))
-        js_active = any((s.get("active") or 0) > 0 for s in (js.get("status") or {}).get("replicatedJobsStatus") or [])
-        want_suspend: bool | None = None
-        if (wl.get("spec") or {}).get("active", True) is not False:
-            requeued = condition(wl, "Requeued")
-            if requeued and requeued.get("status") == "False" and requeued.get("reason") == "Deactivated":
-                set_condition(conds, "Requeued", "True", "Reactivated", "The workload was reactivated", gen)
-            if not is_true(wl, "QuotaReserved"):
-                admit(wl, self._cluster_queue(wl["spec"].get("queueName", "")))
-            if is_true(wl, "Admitted") and suspended:
-                want_suspend = False  # startJob: an admitted job runs
-        else:
-            message = "The workload is deactivated"
-            if not is_true(wl, "Evicted"):
-                set_condition(conds, "Evicted", "True", "Deactivated", message, gen)
-            evicted_message = (condition(wl, "Evicted") or {}).get("message", message)
-            if not suspended:
-                want_suspend = True  # stopJob
-                suspended = True
-            if is_true(wl, "QuotaReserved") and not js_active:
-                # The job stopped: release the quota (UnsetQuotaReservationWithCondition, reason
-                # "Pending" while UnadmittedWorkloadsObservability is off, its v0.19 default).
-                set_condition(conds, "Requeued", "False", "Deactivated", evicted_message, gen)
-                set_condition(conds, "QuotaReserved", "False", "Pending", evicted_message, gen)
-                wl["status"].pop("admission", None)
-                set_condition(conds, "Admitted", "False", "NoReservation", "The workload has no reservation", gen)
+        want_suspend = workload_step(wl, js, self._cluster_queue(wl["spec"].get("queueName", "")))
         if wl["status"] != status_before:
             self._write(wl_rt, wl, self.STATUS_MANAGER, "status")
         if want_suspend is not None:

@@ -31,11 +31,10 @@ from fbworld.kube.controllers import (
     POD_TEMPLATE_HASH,
     QUEUE_LABEL,
     abort_status,
-    admit,
     build_workload,
-    condition,
     is_true,
     set_condition,
+    workload_step,
 )
 
 Obj = dict[str, Any]
@@ -165,33 +164,8 @@ class KueueJobSets(Reconciler):
             ns = body["metadata"]["namespace"]
             wl = await self.kube.create(f"{KUEUE}/namespaces/{ns}/workloads", body, self.JOB_MANAGER)
         status_before = copy.deepcopy(wl.get("status") or {})
-        gen = wl["metadata"].get("generation")
-        conds = wl.setdefault("status", {}).setdefault("conditions", [])
-        suspended = bool((js.get("spec") or {}).get("suspend"))
-        js_active = any((s.get("active") or 0) > 0 for s in (js.get("status") or {}).get("replicatedJobsStatus") or [])
-        want_suspend: bool | None = None
-        if (wl.get("spec") or {}).get("active", True) is not False:
-            requeued = condition(wl, "Requeued")
-            if requeued and requeued.get("status") == "False" and requeued.get("reason") == "Deactivated":
-                set_condition(conds, "Requeued", "True", "Reactivated", "The workload was reactivated", gen)
-            if not is_true(wl, "QuotaReserved"):
-                queue = wl["spec"].get("queueName", "")
-                admit(wl, queue if queue in queues or not queues else queues[0])
-            if is_true(wl, "Admitted") and suspended:
-                want_suspend = False  # startJob
-        else:
-            message = "The workload is deactivated"
-            if not is_true(wl, "Evicted"):
-                set_condition(conds, "Evicted", "True", "Deactivated", message, gen)
-            evicted_message = (condition(wl, "Evicted") or {}).get("message", message)
-            if not suspended:
-                want_suspend = True  # stopJob
-                suspended = True
-            if is_true(wl, "QuotaReserved") and not js_active:
-                set_condition(conds, "Requeued", "False", "Deactivated", evicted_message, gen)
-                set_condition(conds, "QuotaReserved", "False", "Pending", evicted_message, gen)
-                wl["status"].pop("admission", None)
-                set_condition(conds, "Admitted", "False", "NoReservation", "The workload has no reservation", gen)
+        queue = wl["spec"].get("queueName", "")
+        want_suspend = workload_step(wl, js, queue if queue in queues or not queues else queues[0])
         if wl["status"] != status_before:
             await self.kube.put(_path(KUEUE, "workloads", wl, "status"), wl, self.STATUS_MANAGER)
         if want_suspend is not None:
