@@ -19,7 +19,7 @@ from bot.chat import quote
 from bot.core.services import Services
 from bot.policy.levers import LeverRule, LeversPolicy
 from levers.kube import CellClient
-from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
+from levers.plan import JSON_PATCH, MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
 
 P = TypeVar("P", bound=BaseModel)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -254,6 +254,15 @@ class Lever(ABC):
             got = ", ".join(f"{p}={'absent' if is_absent(read(after, p)) else read(after, p)}" for p in wrong)
             return Verified(False, f"read back differs: {got}")
         return Verified(True, plan.effect)
+
+    def json_patch_call(self, ctx: Ctx, ops: list[dict[str, Any]]) -> ApiCall:
+        return ApiCall(
+            "PATCH",
+            self.path(ctx),
+            JSON_PATCH,
+            ops,
+            kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "json", ops),
+        )
 
     def merge_call(self, ctx: Ctx, body: dict[str, Any], sub: str | None = None) -> ApiCall:
         return ApiCall(

@@ -142,6 +142,14 @@ def provenance(req_id: str, incident: str) -> dict[str, str]:
     return {REQUEST_ANNOTATION: req_id, INCIDENT_ANNOTATION: incident}
 
 
+def provenance_ops(pre: dict[str, Any], req_id: str, incident: str) -> list[dict[str, Any]]:
+    """The JSON-patch ops that add the provenance annotations (the map itself when it was absent)."""
+    marks = provenance(req_id, incident)
+    if is_absent(pre[ANNOTATIONS]):
+        return [{"op": "add", "path": ANNOTATIONS, "value": marks}]
+    return [{"op": "add", "path": ptr("metadata", "annotations", k), "value": v} for k, v in marks.items()]
+
+
 def with_provenance(
     obj: dict[str, Any], changes: dict[str, Any], pre: dict[str, Any], req_id: str, incident: str
 ) -> None:

@@ -22,14 +22,10 @@ from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified
 from levers.plan import (
     ABSENT,
     ANNOTATIONS,
-    JSON_PATCH,
     PRESENT,
-    ApiCall,
     Plan,
     is_absent,
-    kubectl_patch,
-    provenance,
-    ptr,
+    provenance_ops,
     read,
     restore_ops,
     with_provenance,
@@ -126,18 +122,8 @@ class RemediationPause(Lever):
                 {"op": "test", "path": PAUSES, "value": current},
                 {"op": "add", "path": PAUSES + "/-", "value": entry},
             ]
-        marks = provenance(ctx.req_id, ctx.incident)
-        if is_absent(pre[ANNOTATIONS]):
-            ops.append({"op": "add", "path": ANNOTATIONS, "value": marks})
-        else:
-            ops += [{"op": "add", "path": ptr("metadata", "annotations", k), "value": v} for k, v in marks.items()]
-        call = ApiCall(
-            "PATCH",
-            self.path(ctx),
-            JSON_PATCH,
-            ops,
-            kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, None, "json", ops),
-        )
+        ops += provenance_ops(pre, ctx.req_id, ctx.incident)
+        call = self.json_patch_call(ctx, ops)
         if (status := _status_note(obj)) is not None:
             notes.append(status)
         others = f" (with {quote(', '.join(current))})" if current else ""

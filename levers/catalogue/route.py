@@ -19,13 +19,9 @@ from bot.policy.levers import LeverRule
 from levers import headroom
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.plan import (
-    ANNOTATIONS,
-    JSON_PATCH,
-    ApiCall,
     Plan,
     is_absent,
-    kubectl_patch,
-    provenance,
+    provenance_ops,
     ptr,
     read,
     with_provenance,
@@ -127,18 +123,8 @@ class RouteWeight(Lever):
         if not is_absent(pre[pointer]):
             ops.append({"op": "test", "path": pointer, "value": current})
         ops.append({"op": "add", "path": pointer, "value": new})
-        marks = provenance(ctx.req_id, ctx.incident)
-        if is_absent(pre[ANNOTATIONS]):
-            ops.append({"op": "add", "path": ANNOTATIONS, "value": marks})
-        else:
-            ops += [{"op": "add", "path": ptr("metadata", "annotations", k), "value": v} for k, v in marks.items()]
-        call = ApiCall(
-            "PATCH",
-            self.path(ctx),
-            JSON_PATCH,
-            ops,
-            kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "json", ops),
-        )
+        ops += provenance_ops(pre, ctx.req_id, ctx.incident)
+        call = self.json_patch_call(ctx, ops)
         pct = round(100 * new / baseline) if baseline else 0
         return Plan(
             [call],
