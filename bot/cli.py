@@ -115,6 +115,26 @@ def _keygen(directory: Path) -> int:
     return 0
 
 
+def _fail(text: str) -> int:
+    print(f"firebreak: {text}", file=sys.stderr)
+    return 2
+
+
+def _id(text: object, shape: re.Pattern[str], example: str) -> str | None:
+    """`text` as an id of `shape` (upper-cased), or None after saying what to type instead."""
+    got = str(text).strip().upper()
+    if shape.fullmatch(got):
+        return got
+    kind = {"INC": "an incident", "REQ": "a request"}[example.split("-")[0]]
+    _fail(f"{str(text)[:40]!r} is not {kind} id: use {example.split('-')[0]}-<n>, like {example}")
+    return None
+
+
+def _no_redis(what: str) -> int:
+    # An embedded store here would be new and empty: "nothing found" would be a lie.
+    return _fail(f"REDIS_URL is not set: there {what} (set it to the Redis the server uses)")
+
+
 async def _audit(args: argparse.Namespace) -> int:
     from bot.audit import AuditLog, sign
     from bot.audit.chain import AuditIndexError
@@ -138,12 +158,7 @@ async def _audit(args: argparse.Namespace) -> int:
             return 2
     settings = load_settings()
     if not settings.redis_url:
-        # An embedded store here would be new and empty: "OK (0 entries)" would be a lie.
-        print(
-            "firebreak: REDIS_URL is not set: there is no audit log to read (set it to the Redis the server uses)",
-            file=sys.stderr,
-        )
-        return 2
+        return _no_redis("is no audit log to read")
     r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
     log = AuditLog(r, SystemClock())
     try:
@@ -211,18 +226,15 @@ async def _postmortem(args: argparse.Namespace) -> int:
         except report.BadDate as exc:
             print(f"firebreak: {exc}", file=sys.stderr)
             return 2
-    inc_id = str(args.incident).strip().upper() if args.cmd == "postmortem" else ""
-    if args.cmd == "postmortem" and not INCIDENT_ID.fullmatch(inc_id):
-        print(f"firebreak: {str(args.incident)[:40]!r} is not an incident id: use INC-<n>, like INC-3", file=sys.stderr)
-        return 2
+    inc_id = ""
+    if args.cmd == "postmortem":
+        found = _id(args.incident, INCIDENT_ID, "INC-3")
+        if found is None:
+            return 2
+        inc_id = found
     settings = load_settings()
     if not settings.redis_url:
-        # An embedded store here would be new and empty: "no such incident" would be a lie.
-        print(
-            "firebreak: REDIS_URL is not set: there are no incidents to read (set it to the Redis the server uses)",
-            file=sys.stderr,
-        )
-        return 2
+        return _no_redis("are no incidents to read")
     from bot.runtime import build_services, close  # the whole app: imported once the input is known good
 
     svc = build_services(settings)
@@ -247,25 +259,19 @@ async def _postmortem(args: argparse.Namespace) -> int:
 async def _evidence(args: argparse.Namespace) -> int:
     """`evidence INC-n [REQ-n]`: the records levers/evidence.py kept, one JSON line each, with the
     SHA-256 recomputed from what is stored (compare it with the lever.apply audit entry's)."""
-    from bot.ids import INCIDENT_ID
+    from bot.ids import INCIDENT_ID, REQUEST_ID
     from bot.store import connect
     from levers import evidence
 
-    inc_id = str(args.incident).strip().upper()
-    if not INCIDENT_ID.fullmatch(inc_id):
-        print(f"firebreak: {str(args.incident)[:40]!r} is not an incident id: use INC-<n>, like INC-3", file=sys.stderr)
+    inc_id = _id(args.incident, INCIDENT_ID, "INC-3")
+    if inc_id is None:
         return 2
-    req = str(args.request).strip().upper() if args.request else None
-    if req is not None and not re.fullmatch(r"REQ-[1-9][0-9]*", req):
-        print(f"firebreak: {str(args.request)[:40]!r} is not a request id: use REQ-<n>, like REQ-7", file=sys.stderr)
+    req = None
+    if args.request is not None and (req := _id(args.request, REQUEST_ID, "REQ-7")) is None:
         return 2
     settings = load_settings()
     if not settings.redis_url:
-        print(
-            "firebreak: REDIS_URL is not set: there is no evidence to read (set it to the Redis the server uses)",
-            file=sys.stderr,
-        )
-        return 2
+        return _no_redis("is no evidence to read")
     r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
     try:
         records = await evidence.read(r, inc_id, req)
@@ -293,8 +299,7 @@ async def _migrate(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     if not settings.redis_url:
-        print("firebreak: REDIS_URL is not set: there is no state to migrate", file=sys.stderr)
-        return 2
+        return _no_redis("is no state to migrate")
     r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
     try:
         if args.dry_run:
