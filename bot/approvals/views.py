@@ -86,19 +86,24 @@ def _blast(d: dict[str, Any]) -> str:
     return f"{where}; {literal(d['effect'])}" if d.get("effect") else where
 
 
+def _facts(b: Ballot, what: str, blast: str) -> Fields:
+    """A lever card's four facts: what, where, who asked, and its blast radius."""
+    return Fields(
+        (
+            _cut(f"*What*\n{what}", _FIELD),
+            _cut(f"*Where*\n{b.detail['cell']}", _FIELD),
+            _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
+            _cut(f"*Blast radius*\n{blast}", _FIELD),
+        )
+    )
+
+
 def _lever_body(b: Ballot) -> list[Part]:
     d = b.detail
     why = "; ".join(d.get("reasons") or []) or "policy requires a second person"
     return [
         Header(_cut(f"{b.id}: {d['lever']} needs approval", _HEADER)),
-        Fields(
-            (
-                _cut(f"*What*\n{d['lever']} {quote(d['target'])}", _FIELD),
-                _cut(f"*Where*\n{d['cell']}", _FIELD),
-                _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
-                _cut(f"*Blast radius*\n{_blast(d)}", _FIELD),
-            )
-        ),
+        _facts(b, f"{d['lever']} {quote(d['target'])}", _blast(d)),
         Section(_cut(f"*Why approval*: {why}", _SECTION)),
         # Cluster data (names, annotations in the pre-state) stays inside its block or span: escaped,
         # no backtick to end it (bot/chat/text.py), and cut inside the fence, never through it.
@@ -162,13 +167,10 @@ def _undo_body(b: Ballot) -> list[Part]:
     d = b.detail
     return [
         Header(_cut(f"{b.id}: return {d['target']} over a failing check", _HEADER)),
-        Fields(
-            (
-                _cut(f"*What*\nundo {d['undoes']} ({d['lever']} {quote(d['target'])})", _FIELD),
-                _cut(f"*Where*\n{d['cell']}", _FIELD),
-                _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
-                _cut(f"*Blast radius*\nthe node takes work again; {literal(d.get('effect') or '')}", _FIELD),
-            )
+        _facts(
+            b,
+            f"undo {d['undoes']} ({d['lever']} {quote(d['target'])})",
+            f"the node takes work again; {literal(d.get('effect') or '')}",
         ),
         # What came from the cluster and Prometheus is quoted where it was read (levers/returngate.py).
         Section(_cut(f"*The node's check failed*: {d['found']}", _SECTION)),
