@@ -246,7 +246,7 @@ class KubeAPIServer:
     def _bootstrap(self) -> None:
         # Server-side apply: the upstream CRDs' schemas are too large for kubectl's last-applied annotation.
         self.kubectl("apply", "--server-side", "--field-manager", "test-setup", "-f", str(CRDS))
-        self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
+        self._wait_established(timeout=60)
         # Established is not yet servable: the first lists answer 429 "storage is (re)initializing"
         # while the CRD's watch cache fills. Ready when every CRD lists.
         names = self.kubectl("get", "crd", "-o", "jsonpath={.items[*].metadata.name}").split()
@@ -262,6 +262,26 @@ class KubeAPIServer:
         self.kubectl("-n", BOT_NS, "create", "serviceaccount", BOT_SA)
         self.bot_token = self.kubectl("-n", BOT_NS, "create", "token", BOT_SA, "--duration", "24h").strip()
         self._write_kubeconfig(self.bot_kubeconfig, dict.fromkeys(BOT_CONTEXTS, self.bot_token))
+
+    def _wait_established(self, timeout: float) -> None:
+        # Not `kubectl wait --for condition=Established crd --all` nor a jsonpath filter: both fail at
+        # once ("<nil> is not array") on a CRD whose status has no conditions yet, as a busy server shows.
+        deadline = time.monotonic() + timeout
+        while True:
+            items = json.loads(self.kubectl("get", "crd", "-o", "json"))["items"]
+            waiting = [
+                crd["metadata"]["name"]
+                for crd in items
+                if not any(
+                    c.get("type") == "Established" and c.get("status") == "True"
+                    for c in (crd.get("status") or {}).get("conditions") or []
+                )
+            ]
+            if items and not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"CRDs not Established after {timeout}s: {', '.join(waiting) or 'none listed'}")
+            time.sleep(0.2)
 
     def _write_kubeconfig(self, path: Path, contexts: dict[str, str]) -> None:
         ca = base64.b64encode(self.ca_file.read_bytes()).decode()
