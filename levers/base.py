@@ -20,6 +20,7 @@ from bot.core.services import Services
 from bot.policy.levers import LeverRule, LeversPolicy
 from levers.kube import CellClient
 from levers.plan import JSON_PATCH, MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
+from levers.price import Price
 
 P = TypeVar("P", bound=BaseModel)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -227,6 +228,11 @@ class Lever(ABC):
     @abstractmethod
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         """The exact calls for `obj` as read now. Raises LeverRefusal when it makes no sense."""
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """What pulling it costs, read now from the cluster and Prometheus (levers/price.py). A figure
+        that cannot be read is a Cost with value None and why; this never raises for one."""
+        return Price(notes=("this lever does not state its price yet",))
 
     async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
         """Policy gates beyond roles (budgets, headroom, dwell). Raises LeverRefusal with the figures."""

@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from levers.price import Price
+
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -96,6 +98,8 @@ class Plan:
     # The object `changes` live on when it is not the lever's target (a Kueue-managed JobSet is
     # stopped through its Workload): read-back, undo and reconcile read this path instead.
     path: str | None = None
+    # What pulling it costs (levers/price.py, set by the pull from Lever.price); None before that.
+    price: Price | None = None
 
     def to_record(self) -> dict[str, Any]:
         main = self.calls[-1]  # the call that does the lever's work (earlier ones annotate)
@@ -107,6 +111,7 @@ class Plan:
             "effect": self.effect,
             "meta": self.meta,
             "object_path": self.path,
+            "price": self.price.to_record() if self.price else None,
         }
 
     @classmethod
@@ -118,6 +123,7 @@ class Plan:
             plan.get("effect", ""),
             meta=dict(plan.get("meta") or {}),
             path=plan.get("object_path"),
+            price=Price.from_record(plan.get("price")),
         )
 
     def digest(self) -> str:
