@@ -39,7 +39,6 @@ from bot import logs
 from bot.config import load_settings
 from bot.runtime import build_runtime
 from bot.server import start_local
-from bot.store import Keys
 from fbworld.slack import FakeSlack, SlackSender, sign, slash_command_body
 from tests.support.harness import SECRET, TOKEN, RunningApp
 from tests.support.redis_server import RedisServer
@@ -161,10 +160,7 @@ async def start_bare(slack: RemoteSlack) -> tuple[str, web.AppRunner]:
 async def drain(fb: RunningApp, slack: RemoteSlack, expected: int, replies: int, timeout: float = 120) -> None:
     """Wait until every Firebreak request so far has finished (one audit entry and one reply each)."""
     deadline = time.monotonic() + timeout
-    while (
-        await fb.services.redis.llen(Keys.AUDIT_LOG) < expected
-        or await asyncio.to_thread(slack.ask, "replies") < replies
-    ):  # type: ignore[operator]
+    while await fb.services.audit.count() < expected or await asyncio.to_thread(slack.ask, "replies") < replies:  # type: ignore[operator]
         if time.monotonic() > deadline:
             raise RuntimeError("Firebreak's after-ack work did not finish")
         await asyncio.sleep(0.05)

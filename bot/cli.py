@@ -137,7 +137,7 @@ def _no_redis(what: str) -> int:
 
 async def _audit(args: argparse.Namespace) -> int:
     from bot.audit import AuditLog, sign
-    from bot.audit.chain import AuditIndexError
+    from bot.audit.chain import AuditIndexError, OldLayout
     from bot.clock import SystemClock
     from bot.store import connect
 
@@ -181,6 +181,9 @@ async def _audit(args: argparse.Namespace) -> int:
     except AuditIndexError as exc:
         print(f"firebreak: {exc}: the log was altered (run `firebreak audit verify`)", file=sys.stderr)
         return 1
+    except OldLayout as exc:
+        print(f"firebreak: {exc}", file=sys.stderr)
+        return 2
     except RedisError as exc:
         print(f"firebreak: can't read the audit log from REDIS_URL ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from slack_bolt.async_app import AsyncApp
 from bot import logs, redact
 from bot.approvals import capability as approvals
 from bot.audit import AuditLog
+from bot.audit import migrations as audit_migrations
 from bot.audit.sign import Checkpointer, KeyFileError, load_private_key
 from bot.chat import Chat
 from bot.clock import Clock, SystemClock
@@ -62,6 +63,7 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
 # Append only: a released entry is never edited, reordered or removed.
 MIGRATIONS: tuple[Migration, ...] = (
     lever_migrations.MOVED_INDEX,  # 1: lever requests indexed by their latest move (`changed`)
+    audit_migrations.ENTRIES_BY_SEQ,  # 2: the audit log from a list to a hash by seq (issue 26)
 )
 
 

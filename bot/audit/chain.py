@@ -6,9 +6,12 @@ entry's canonical JSON (sorted keys, compact separators, UTF-8) without the
 append is a compare-and-set on the chain head: the write lands only if nobody
 appended since we read the head, otherwise we re-read and try again.
 
-The same script appends the entry's seq to its incident's index, so `export
---incident` reads only that incident's entries, and `verify` streams the log
-page by page: neither grows with the length of the history.
+Entries live in a Redis hash by seq (Keys.AUDIT_ENTRIES), so any one is a single O(1) read.
+The same script appends the entry's seq to its incident's index, so `export --incident`
+reads only that incident's entries, each checked against its hash and its place in the
+chain, at a cost per line that does not grow with the history. `verify` streams the chain
+in pages (the next one in flight while this one is checked) and, for entries stored as the
+appender wrote them, hashes the stored bytes instead of re-serialising each entry.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, Protocol
 
+import orjson
 import structlog
 from pydantic import BaseModel
 from redis.exceptions import WatchError
@@ -32,26 +36,38 @@ GENESIS_HASH = "0" * 64
 # One script, so the entry, the head and the incident index move together. All keys share
 # the {audit} hash tag: the script stays single-slot on Redis Cluster.
 #   KEYS[1] chain head "<seq> <hash>"      ARGV[1] the head seq the caller read (compare-and-set)
-#   KEYS[2] the log (canonical JSON)       ARGV[2] the new head "<seq> <hash>"
+#   KEYS[2] the entries (hash seq -> canonical JSON)
+#                                          ARGV[2] the new head "<seq> <hash>"
 #   KEYS[3] indexed-after marker           ARGV[3] the entry's canonical JSON
 #   KEYS[4] open intents (hash)            ARGV[4] the request whose intent this entry closes, or ''
-#   KEYS[5] the incident's index (list of seqs); passed only when the entry has an incident
-#                                          ARGV[5] '1': append only while that intent is open (a repair)
+#   KEYS[5] the old list layout            ARGV[5] '1': append only while that intent is open (a repair)
+#   KEYS[6] the seq up to which the old list has moved into KEYS[2]
+#   KEYS[7] the incident's index (list of seqs); passed only when the entry has an incident
 # Returns 1 when appended, 0 when another writer moved the head (re-read it and retry), -1 when a
 # repair found its intent already closed (nothing written).
 _APPEND = """
 local head = redis.call('GET', KEYS[1])
 local cur = 0
 if head then cur = tonumber(string.match(head, '^(%d+)')) end
+-- [upgrade] A replica of an older release, still running while the new one rolls out, pushes onto
+-- the old list after the migration moved it: its entries take their places in the hash first.
+local old = redis.call('LRANGE', KEYS[5], 0, -1)
+if #old > 0 then
+  local moved = tonumber(redis.call('GET', KEYS[6]) or '0')
+  for i, raw in ipairs(old) do redis.call('HSET', KEYS[2], moved + i, raw) end
+  redis.call('DEL', KEYS[5])
+  redis.call('SET', KEYS[6], moved + #old)
+end
 if cur ~= tonumber(ARGV[1]) then return 0 end
 -- [intent] A repair writes only while the intent is open: the request's own entry (or another
 -- replica's repair) may have closed it since the repair read it.
 if ARGV[5] == '1' and redis.call('HEXISTS', KEYS[4], ARGV[4]) == 0 then return -1 end
-redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[2], cur + 1, ARGV[3])
 redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[6], cur + 1)
 -- The first indexing append records where the index starts; older entries wait for `audit reindex`.
 redis.call('SET', KEYS[3], string.format('%d', cur), 'NX')
-if KEYS[5] then redis.call('RPUSH', KEYS[5], string.format('%d', cur + 1)) end
+if KEYS[7] then redis.call('RPUSH', KEYS[7], string.format('%d', cur + 1)) end
 -- [intent] The entry closes its request's intent in this same script, so a crash leaves the
 -- intent or the entry, never neither (bot/core/dispatch.py writes the intent first).
 if ARGV[4] ~= '' then redis.call('HDEL', KEYS[4], ARGV[4], ARGV[4] .. '|notes') end
@@ -103,6 +119,28 @@ def entry_hash(entry: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(body)).hexdigest()
 
 
+def hash_ok(e: dict[str, Any], raw: bytes | None = None) -> bool:
+    """Is ``e.hash`` the entry_hash of ``e``? ``raw``: the bytes ``e`` was parsed from.
+
+    The fast path, for bytes stored as the appender wrote them: when ``raw`` is exactly the
+    canonical JSON of ``e`` (orjson, sorted keys: the same bytes as ``canonical`` except for some
+    float spellings, which then take the slow path), the canonical body without ``hash`` is
+    ``raw`` with its ``,"hash":"…"`` member cut out, and hashing that needs no re-serialising.
+    Anything else (other bytes, a float orjson spells differently) is checked the reference way.
+    """
+    digest = e.get("hash")
+    if raw is not None and isinstance(digest, str) and len(digest) == 64:
+        member = b',"hash":"' + digest.encode() + b'"'
+        body = raw.replace(member, b"", 1)
+        try:
+            same = orjson.dumps(e, option=orjson.OPT_SORT_KEYS) == raw
+        except (TypeError, orjson.JSONEncodeError):  # an int orjson can't hold: the reference way
+            same = False
+        if same and len(body) == len(raw) - len(member) and hashlib.sha256(body).hexdigest() == digest:
+            return True
+    return digest == entry_hash(e)
+
+
 class ChainChecker:
     """Checks a chain one entry at a time in constant memory: it keeps only the last
     good hash and seq, so a chain of any length can be streamed through it."""
@@ -111,11 +149,11 @@ class ChainChecker:
         self.prev = GENESIS_HASH
         self.last = 0  # seq of the last good entry
 
-    def feed(self, e: dict[str, Any]) -> int | None:
-        """The seq to report if ``e`` breaks the chain, else None."""
+    def feed(self, e: dict[str, Any], raw: bytes | None = None) -> int | None:
+        """The seq to report if ``e`` breaks the chain, else None (``raw``: its stored bytes)."""
         expected_seq = self.last + 1
         seq = e.get("seq")
-        if seq != expected_seq or e.get("prev_hash") != self.prev or e.get("hash") != entry_hash(e):
+        if seq != expected_seq or e.get("prev_hash") != self.prev or not hash_ok(e, raw):
             return seq if isinstance(seq, int) else expected_seq
         self.prev = e["hash"]
         self.last = expected_seq
@@ -145,23 +183,43 @@ def verify_entries(entries: Iterable[dict[str, Any]], head: tuple[int, str] | No
 
 
 class AuditIndexError(Exception):
-    """The per-incident index points at an entry that is not the one it recorded: the log
-    was edited, trimmed or reordered (`firebreak audit verify` names where)."""
+    """An entry `export --incident` was to print is not what the chain holds there: the index
+    points at another entry, or the entry does not match its hash or its place in the chain.
+    The log was edited (`firebreak audit verify` names where)."""
 
-    def __init__(self, seq: int) -> None:
-        super().__init__(f"the log entry at seq {seq} is not the one the incident index recorded")
+    def __init__(self, seq: int, why: str = "is not the one the incident index recorded") -> None:
+        super().__init__(f"the log entry at seq {seq} {why}")
         self.seq = seq
+
+
+class OldLayout(Exception):
+    """The log is still in the list an older release wrote: `firebreak migrate` moves it."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(
+            f"{n} audit entries are still in the layout of an older release: run `firebreak migrate` first"
+        )
 
 
 def _parse(raw: str | bytes) -> dict[str, Any]:
     try:
-        e = json.loads(raw)
-    except json.JSONDecodeError:
-        e = None
+        e = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and json reads (NaN, very large numbers): parsed as before
+            e = json.loads(raw)
+        except json.JSONDecodeError:
+            e = None
     if not isinstance(e, dict):
         # A mangled entry still takes its place in the chain so verify can name it.
         return {"seq": None, "corrupt": raw}
     return e
+
+
+def _raw(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+_MISSING: dict[str, Any] = {"seq": None, "missing": True}  # no entry stored at that seq
 
 
 def _head(raw: str | None) -> tuple[int, str]:
@@ -227,7 +285,14 @@ class AuditLog:
                 "prev_hash": prev,
             }
             entry["hash"] = entry_hash(entry)
-            keys = [Keys.AUDIT_HEAD, Keys.AUDIT_LOG, Keys.AUDIT_INDEXED_AFTER, Keys.AUDIT_INTENTS]
+            keys = [
+                Keys.AUDIT_HEAD,
+                Keys.AUDIT_ENTRIES,
+                Keys.AUDIT_INDEXED_AFTER,
+                Keys.AUDIT_INTENTS,
+                Keys.AUDIT_LOG,
+                Keys.AUDIT_LOG_MOVED,
+            ]
             if incident is not None:
                 keys.append(Keys.audit_incident(incident))
             ok = await self._append(
@@ -247,8 +312,18 @@ class AuditLog:
                 return AuditEntry.model_validate(entry)
             self._head = None  # another writer moved the head: read it
 
+    async def _old_layout(self) -> None:
+        """Refuse to read a log an older release wrote as a list: it must be migrated first."""
+        if n := int(await self._r.llen(Keys.AUDIT_LOG)):
+            raise OldLayout(n)
+
+    async def _rows(self, lo: int, n: int) -> list[str | None]:
+        """The stored entries at seqs lo .. lo+n-1 (None where there is none)."""
+        return [text(v) for v in await self._r.hmget(Keys.AUDIT_ENTRIES, list(range(lo, lo + n)))]
+
     async def entries(self, incident: str | None = None, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
         """Entries oldest first, streamed in pages; one incident's come from its index."""
+        await self._old_layout()
         if incident is not None:
             async for e in self._incident_entries(incident, batch):
                 yield e
@@ -257,24 +332,27 @@ class AuditLog:
             yield e
 
     async def _scan(self, incident: str | None, batch: int, stop: int | None = None) -> AsyncIterator[dict[str, Any]]:
-        """The log's first ``stop`` entries (all when None), filtered to ``incident`` when set."""
-        start = 0
-        while stop is None or start < stop:
-            end = start + batch - 1 if stop is None else min(start + batch, stop) - 1
-            chunk = await self._r.lrange(Keys.AUDIT_LOG, start, end)
-            if not chunk:
+        """The entries at seqs 1..``stop`` (all when None: up to the head and any stored past it),
+        filtered to ``incident`` when set."""
+        lo = 1
+        while stop is None or lo <= stop:
+            n = batch if stop is None else min(batch, stop - lo + 1)
+            rows = await self._rows(lo, n)
+            if stop is None and not any(rows) and lo > _head(text(await self._r.get(Keys.AUDIT_HEAD)))[0]:
                 return
-            for raw in chunk:
+            for raw in rows:
+                if raw is None:
+                    continue
                 e = _parse(raw)
                 if incident is None or e.get("incident") == incident:
                     yield e
-            start += len(chunk)
+            lo += n
 
     async def unindexed(self) -> int:
         """How many of the oldest entries predate the per-incident index (0 after `audit reindex`)."""
         async with self._r.pipeline(transaction=True) as p:
             p.get(Keys.AUDIT_INDEXED_AFTER)
-            p.llen(Keys.AUDIT_LOG)
+            p.hlen(Keys.AUDIT_ENTRIES)
             marker, length = await p.execute()
         # No marker: no append has run since the index existed, so every entry so far predates it.
         return int(marker) if marker is not None else int(length)
@@ -291,18 +369,47 @@ class AuditLog:
             if not page:
                 return
             pos += len(page)
-            # A concurrent reindex prepends older seqs and shifts the pages: skip what we have.
-            seqs = [s for s in map(int, page) if s > last]
-            async with self._r.pipeline(transaction=False) as p:  # one round trip per page
-                for s in seqs:
-                    p.lindex(Keys.AUDIT_LOG, s - 1)  # seqs run from 1 without gaps
-                raws = await p.execute()
-            for s, raw in zip(seqs, raws, strict=True):
-                e = _parse(raw) if raw is not None else {}
-                if e.get("seq") != s or e.get("incident") != incident:
-                    raise AuditIndexError(s)
-                yield e
+            seqs: list[int] = []
+            for item in map(str, page):
+                if not item.isdigit():  # the index is in Redis too: whatever is there is checked
+                    raise AuditIndexError(last, f"is followed in {incident}'s index by {item[:20]!r}, not a seq")
+                if int(item) > last:  # a concurrent reindex prepends older seqs and shifts the pages
+                    seqs.append(int(item))
+            # Each entry with the next one, and the head, in one read: per line O(1), whatever the
+            # length of the log (a hash read by field, not a list walked to a position).
+            async with self._r.pipeline(transaction=True) as p:
+                p.hmget(Keys.AUDIT_ENTRIES, [x for s in seqs for x in (s, s + 1)] or [0])
+                p.get(Keys.AUDIT_HEAD)
+                rows, raw_head = await p.execute()
+            head = _head(text(raw_head))
+            for i, s in enumerate(seqs):
+                if s <= last:
+                    continue  # the index lists a seq twice, or out of order: each entry once, in order
+                yield self._checked(incident, s, rows[2 * i], rows[2 * i + 1], head)
                 last = s
+
+    @staticmethod
+    def _checked(
+        incident: str, seq: int, raw: str | None, raw_next: str | None, head: tuple[int, str]
+    ) -> dict[str, Any]:
+        """The entry at ``seq`` if it is genuinely the chain's and ``incident``'s, else AuditIndexError.
+
+        Genuine here: it is the entry stored at that seq, of that incident, it matches its own hash,
+        and the chain links to it (the next entry's prev_hash, or the head, is its hash). A rewrite
+        of every entry from it to the head passes these local checks: that is what `audit verify
+        --pubkey` (the whole chain against signed checkpoints) is for."""
+        e = _parse(raw) if raw is not None else {}
+        if e.get("seq") != seq or e.get("incident") != incident:
+            raise AuditIndexError(seq)
+        if not hash_ok(e, _raw(raw) if raw is not None else None):
+            raise AuditIndexError(seq, "does not match its hash")
+        if seq < head[0]:
+            linked = raw_next is not None and _parse(raw_next).get("prev_hash") == e["hash"]
+        else:
+            linked = seq == head[0] and head[1] == e["hash"]
+        if not linked:
+            raise AuditIndexError(seq, "is not the one the chain links to (the next entry or the head)")
+        return e
 
     async def reindex(self, batch: int = 1000) -> int:
         """Index the entries written before the per-incident index existed; returns how many
@@ -310,6 +417,7 @@ class AuditLog:
         marker in the same transaction as each page's index writes, so a crash or a second
         operator resumes where it stopped instead of indexing twice. Appends go on meanwhile:
         they index their own entries."""
+        await self._old_layout()
         await self._r.set(Keys.AUDIT_INDEXED_AFTER, await self.unindexed(), nx=True)
         read = 0
         while True:
@@ -317,10 +425,11 @@ class AuditLog:
             if hi == 0:
                 return read
             lo = max(0, hi - batch)
-            chunk = await self._r.lrange(Keys.AUDIT_LOG, lo, hi - 1)
+            chunk = await self._rows(lo + 1, hi - lo)
             newest_first: dict[str, list[int]] = {}
             for pos in range(len(chunk) - 1, -1, -1):
-                e = _parse(chunk[pos])
+                raw = chunk[pos]
+                e = _parse(raw) if raw is not None else _MISSING
                 if e.get("seq") != lo + pos + 1:
                     raise AuditIndexError(lo + pos + 1)  # seqs must equal positions for the index to hold
                 if isinstance(e.get("incident"), str):
@@ -401,28 +510,67 @@ class AuditLog:
 
     async def count(self) -> int:
         """How many entries the chain holds."""
-        return int(await self._r.llen(Keys.AUDIT_LOG))
+        return int(await self._r.hlen(Keys.AUDIT_ENTRIES))
 
     async def since(self, start: int) -> list[dict[str, Any]]:
-        """The entries after the first ``start`` (0-based), oldest first."""
-        return [json.loads(raw) for raw in await self._r.lrange(Keys.AUDIT_LOG, start, -1)]
+        """The entries after the first ``start``, oldest first."""
+        end = _head(text(await self._r.get(Keys.AUDIT_HEAD)))[0]
+        return [_parse(raw) for raw in await self._rows(start + 1, max(0, end - start)) if raw is not None]
 
-    async def verify(self, batch: int = 1000) -> int | None:
-        """The seq of the first bad entry, or None. Streams the log page by page through a
-        ChainChecker, so memory stays flat however long the chain is."""
-        checker = ChainChecker()
-        start = 0
-        while True:
-            # The page and the head in one transaction: when the page is the last one, the head
-            # is the one its last entry must match, even while other replicas keep appending.
+    async def verify(self, batch: int = 2000, signed: Signed | None = None) -> int | None:
+        """The seq of the first bad entry, or None. Streams the chain page by page through a
+        ChainChecker, so memory stays flat however long the chain is; the next page is read
+        while this one is checked. ``signed``: also ask it of each entry (signed checkpoints,
+        bot/audit/sign.py) in the same pass; the earlier of the two breaks is the one named."""
+        await self._old_layout()
+
+        async def page(lo: int) -> tuple[list[str | None], tuple[int, str], int]:
+            # The page, the head and the count in one transaction: when the page holds the head,
+            # it is the head its last entry must match, even while other replicas keep appending.
             async with self._r.pipeline(transaction=True) as p:
-                p.lrange(Keys.AUDIT_LOG, start, start + batch - 1)
+                p.hmget(Keys.AUDIT_ENTRIES, list(range(lo, lo + batch)))
                 p.get(Keys.AUDIT_HEAD)
-                chunk, raw_head = await p.execute()
-            for raw in chunk:
-                bad = checker.feed(_parse(raw))
-                if bad is not None:
-                    return bad
-            start += len(chunk)
-            if len(chunk) < batch:
-                return checker.finish(_head(text(raw_head)))
+                p.hlen(Keys.AUDIT_ENTRIES)
+                rows, raw_head, n = await p.execute()
+            return rows, _head(text(raw_head)), int(n)
+
+        checker = ChainChecker()
+        found: list[int] = []
+        lo = 1
+        ahead = asyncio.create_task(page(lo))
+        try:
+            while True:
+                rows, head, stored = await ahead
+                ahead = asyncio.create_task(page(lo + batch))
+                for i, raw in enumerate(rows):
+                    seq = lo + i
+                    if found and seq >= min(found):
+                        return min(found)
+                    if seq > head[0]:
+                        # Past the head: the chain must end where the appender says, with nothing
+                        # stored beyond it (an entry added past the head, or a stray field).
+                        end = checker.finish(head) if checker.last == seq - 1 else None
+                        if end is None and stored > head[0]:
+                            end = head[0] + 1
+                        if signed is not None and (cut := signed.short(head[0])) is not None:
+                            found.append(cut)
+                        found += [end] if end is not None else []
+                        return min(found) if found else None
+                    e = _parse(raw) if raw is not None else _MISSING
+                    if signed is not None and signed.bad(e, seq):
+                        found.append(seq)
+                    if checker.last == seq - 1:  # the chain is whole so far: keep checking it
+                        bad = checker.feed(e, _raw(raw) if raw is not None else None)
+                        if bad is not None:
+                            found.append(bad)
+                lo += batch
+        finally:
+            await asyncio.gather(ahead, return_exceptions=True)  # not left in flight on the connection
+
+
+class Signed(Protocol):
+    """What verify asks of each entry besides the chain (bot/audit/sign.py Expected)."""
+
+    def bad(self, e: dict[str, Any], seq: int) -> bool: ...
+
+    def short(self, last: int) -> int | None: ...

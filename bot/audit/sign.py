@@ -189,28 +189,19 @@ class Expected:
         fp = self.fps.get(seq)
         return fp is not None and not digest.startswith(fp)
 
+    def short(self, last: int) -> int | None:
+        """The first missing seq if a chain ending at ``last`` was cut back below a checkpoint."""
+        return last + 1 if last < self.newest else None
+
 
 async def verify_signed(audit: AuditLog, pub: Ed25519PublicKey, checkpoints: list[dict[str, Any]]) -> int | None:
     """The first bad seq against the hash chain and the signed checkpoints, or None.
     Raises BadCheckpoint for a checkpoint this key did not sign (checked before the chain)."""
     for c in checkpoints:
         check(pub, c)
-    expected = Expected(checkpoints)
-    signed_bad: int | None = None
-    pos = 0
-    async for e in audit.entries():
-        pos += 1
-        if expected.bad(e, pos):
-            signed_bad = pos
-            break
-    else:
-        if pos < expected.newest:
-            signed_bad = pos + 1  # cut back: entries the newest checkpoint covers are gone
-    # The plain chain check too (its own pass reads the head with each page, so appends by
-    # running replicas are no false alarm): the earlier of the two breaks is the one to name.
-    chain_bad = await audit.verify()
-    found = [s for s in (signed_bad, chain_bad) if s is not None]
-    return min(found) if found else None
+    # One pass: the chain and the checkpoints are checked entry by entry as the log streams by
+    # (the head is read with each page, so appends by running replicas are no false alarm).
+    return await audit.verify(signed=Expected(checkpoints))
 
 
 async def stored_checkpoints(redis: Redis) -> list[dict[str, Any]]:
@@ -293,10 +284,8 @@ class Checkpointer:
                 return None  # another replica signs this one
             # Bounded: with the Redis copies gone, the window would otherwise be the whole log.
             start = max(last, seq - MAX_FPS)
-            fps = "".join(
-                str(_hash_of(e))[:FP_LEN].ljust(FP_LEN, "-")
-                for e in await self._r.lrange(Keys.AUDIT_LOG, start, seq - 1)
-            )
+            rows = await self._r.hmget(Keys.AUDIT_ENTRIES, list(range(start + 1, seq + 1)))
+            fps = "".join(str(_hash_of(e) if e is not None else "")[:FP_LEN].ljust(FP_LEN, "-") for e in rows)
             ckpt = sign(
                 self._key,
                 {"seq": seq, "hash": digest, "ts": iso(now), "key_id": self.key_id, "from": start, "fps": fps},

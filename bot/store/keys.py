@@ -39,7 +39,13 @@ class Keys:
     def channel(channel_id: str) -> str:
         return f"fb:{{idx}}:chan:{channel_id}"
 
+    # The chain: seq -> the entry's canonical JSON, a hash so any entry is one O(1) read away
+    # (`export --incident`). Schema 1 and before kept it in the list AUDIT_LOG; the migration
+    # (bot/audit/migrations.py) moves it here, and AUDIT_LOG_MOVED is the seq up to which the
+    # list's entries have moved (an append also moves any an older replica still pushed there).
+    AUDIT_ENTRIES = "fb:{audit}:entries"
     AUDIT_LOG = "fb:{audit}:log"
+    AUDIT_LOG_MOVED = "fb:{audit}:log-moved"
     AUDIT_HEAD = "fb:{audit}:head"
     # Entries with a seq above this number are in the per-incident index; the ones at or
     # below it predate the index until `firebreak audit reindex` lowers it to 0.

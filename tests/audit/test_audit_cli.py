@@ -6,6 +6,7 @@ import json
 
 from bot.audit import entry_hash
 from bot.store import Keys
+from tests.support.audit_chain import entry_at, put
 from tests.support.core import IC, TITLE, jsonl, run_cli
 
 
@@ -22,10 +23,10 @@ async def test_verify_passes_on_a_clean_chain_and_names_the_edited_entry(app, re
     assert ok.stdout.strip() == "audit chain OK (3 entries)"
 
     r = app.services.redis
-    entry = json.loads(await r.lindex(Keys.AUDIT_LOG, 1))
+    entry = await entry_at(r, 2)
     assert entry["seq"] == 2
     entry["detail"]["args"]["sev"] = 4  # someone rewrites history
-    await r.lset(Keys.AUDIT_LOG, 1, json.dumps(entry))
+    await put(r, 2, json.dumps(entry))
     bad = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
     assert bad.returncode != 0
     assert "seq 2" in bad.stderr and "BROKEN" in bad.stderr
@@ -34,16 +35,16 @@ async def test_verify_passes_on_a_clean_chain_and_names_the_edited_entry(app, re
 async def test_verify_catches_a_rehashed_edit_and_a_deleted_entry(app, redis_url):
     await _two_incidents(app)
     r = app.services.redis
-    entry = json.loads(await r.lindex(Keys.AUDIT_LOG, 0))
+    entry = await entry_at(r, 1)
     entry["actor"] = "UMALLORY"
     entry["hash"] = entry_hash(entry)  # a careful forger recomputes the hash: the next link breaks
-    await r.lset(Keys.AUDIT_LOG, 0, json.dumps(entry))
+    await put(r, 1, json.dumps(entry))
     out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
     assert out.returncode != 0 and "seq 2" in out.stderr
 
-    await r.lpop(Keys.AUDIT_LOG)  # dropping the forged entry leaves a gap at the start
+    await r.hdel(Keys.AUDIT_ENTRIES, 1)  # dropping the forged entry leaves a gap at the start
     out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
-    assert out.returncode != 0 and "seq 2" in out.stderr
+    assert out.returncode != 0 and "BROKEN at seq 1" in out.stderr
 
 
 async def test_export_prints_json_lines_for_one_incident(app, redis_url):
@@ -67,15 +68,15 @@ async def test_verify_catches_a_rehashed_last_entry_and_a_cut_tail(app, redis_ur
     """Links alone cannot show these: the chain head the appender wrote can."""
     await _two_incidents(app)
     r = app.services.redis
-    last = json.loads(await r.lindex(Keys.AUDIT_LOG, -1))
+    last = await entry_at(r, 3)
     assert last["seq"] == 3
     last["actor"] = "UMALLORY"
     last["hash"] = entry_hash(last)
-    await r.lset(Keys.AUDIT_LOG, -1, json.dumps(last))
+    await put(r, 3, json.dumps(last))
     out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
     assert out.returncode != 0 and "seq 3" in out.stderr
 
-    await r.rpop(Keys.AUDIT_LOG)  # now drop it altogether
+    await r.hdel(Keys.AUDIT_ENTRIES, 3)  # now drop it altogether
     out = run_cli("audit", "verify", env={"REDIS_URL": redis_url})
     assert out.returncode != 0 and "seq 3" in out.stderr
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import tracemalloc
 
 import redis.asyncio as aioredis
 
 from bot.audit import AuditLog, entry_hash
-from bot.audit.chain import canonical, verify_entries
+from bot.audit.chain import verify_entries
 from bot.store import Keys, connect
-from tests.support.audit_chain import every_hundredth, extend_chain, make_entry
+from tests.support.audit_chain import entry_at, every_hundredth, extend_chain, make_entry, put
 from tests.support.core import jsonl, run_cli
 
 
@@ -122,25 +121,25 @@ async def test_reindex_while_replicas_append_indexes_every_entry_once_in_order(r
 async def test_export_refuses_to_vouch_for_a_log_that_no_longer_matches_its_index(redis_url, clock):
     r = connect(redis_url)
     await extend_chain(r, 1000, every_hundredth())
-    await r.lrem(Keys.AUDIT_LOG, 1, await r.lindex(Keys.AUDIT_LOG, 449))  # someone deletes seq 450
+    await r.hdel(Keys.AUDIT_ENTRIES, 500)  # someone deletes seq 500
     out = cli(redis_url, "export", "--incident", "INC-1")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "seq 500 is not the one the incident index recorded" in out.stderr and "audit verify" in out.stderr
     assert [e["seq"] for e in jsonl(out.stdout)] == [100, 200, 300, 400]  # what it printed is genuine
-    assert "BROKEN at seq 451" in cli(redis_url, "verify").stderr
+    assert "BROKEN at seq 500" in cli(redis_url, "verify").stderr
     await r.aclose()
 
 
 async def _forge(r: aioredis.Redis, seq: int, rehash: bool) -> None:
-    e = json.loads(await r.lindex(Keys.AUDIT_LOG, seq - 1))
+    e = await entry_at(r, seq)
     e["actor"] = "UMALLORY"
     if rehash:
         e["hash"] = entry_hash(e)
-    await r.lset(Keys.AUDIT_LOG, seq - 1, canonical(e))
+    await put(r, seq, e)
 
 
 async def test_streaming_verify_catches_tampering_at_and_across_page_boundaries(redis_url):
-    """`verify` reads 1,000 entries a page; 2,000 entries is two full pages and an empty read."""
+    """`verify` reads 2,000 entries a page: 1,000 and 1,001 are mid-page, 2,000 and 2,001 at its edge."""
     r = connect(redis_url)
     incident_of = every_hundredth()
 
@@ -160,17 +159,17 @@ async def test_streaming_verify_catches_tampering_at_and_across_page_boundaries(
     await _forge(r, 1000, rehash=True)  # re-hashed, last of the first page: the next link breaks
     assert await verdict() == "audit chain BROKEN at seq 1001"
     await fresh()
-    await r.lrem(Keys.AUDIT_LOG, 1, await r.lindex(Keys.AUDIT_LOG, 1499))  # removed from the middle
-    assert await verdict() == "audit chain BROKEN at seq 1501"
+    await r.hdel(Keys.AUDIT_ENTRIES, 1500)  # removed from the middle
+    assert await verdict() == "audit chain BROKEN at seq 1500"
     await fresh(2001)
-    await r.rpop(Keys.AUDIT_LOG)  # tail cut back to exactly two full pages
+    await r.hdel(Keys.AUDIT_ENTRIES, 2001)  # tail cut back to exactly one full page
     assert await verdict() == "audit chain BROKEN at seq 2001"
     await fresh()
     await _forge(r, 2000, rehash=True)  # re-hashed last entry: only the head shows it
     assert await verdict() == "audit chain BROKEN at seq 2000"
     await fresh()
-    last = json.loads(await r.lindex(Keys.AUDIT_LOG, -1))
-    await r.rpush(Keys.AUDIT_LOG, canonical(make_entry(2001, last["hash"], None)))  # linked, head untouched
+    last = await entry_at(r, 2000)
+    await put(r, 2001, make_entry(2001, last["hash"], None))  # linked, head untouched
     assert await verdict() == "audit chain BROKEN at seq 2001"
     await r.aclose()
 

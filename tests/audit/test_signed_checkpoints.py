@@ -18,12 +18,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from bot.audit import AuditLog
-from bot.audit.chain import GENESIS_HASH, canonical, entry_hash
+from bot.audit.chain import GENESIS_HASH, entry_hash
 from bot.audit.sign import EVERY_SECONDS, Checkpointer, check, load_private_key
 from bot.clock import SystemClock
 from bot.store import Keys, connect
 from fbworld.slack import FakeSlack, SlackSender
 from tests.support import workspace
+from tests.support.audit_chain import replace_all, stored
 from tests.support.core import jsonl, run_cli
 from tests.support.harness import RunningApp, start_app
 from tests.telemetry.test_shutdown import SERVE_SECRET, Serve
@@ -60,7 +61,7 @@ async def _write_300(app: RunningApp) -> list[dict]:
 
 
 async def _entries(r: aioredis.Redis) -> list[dict]:
-    return [json.loads(raw) for raw in await r.lrange(Keys.AUDIT_LOG, 0, -1)]
+    return await stored(r)
 
 
 async def _rewrite(r: aioredis.Redis, entries: list[dict], start: int) -> None:
@@ -70,11 +71,7 @@ async def _rewrite(r: aioredis.Redis, entries: list[dict], start: int) -> None:
     for pos, e in enumerate(entries[start - 1 :], start):
         e["seq"], e["prev_hash"] = pos, prev
         e["hash"] = prev = entry_hash(e)
-    async with r.pipeline(transaction=True) as p:
-        p.delete(Keys.AUDIT_LOG)
-        p.rpush(Keys.AUDIT_LOG, *[canonical(e) for e in entries])
-        p.set(Keys.AUDIT_HEAD, f"{len(entries)} {entries[-1]['hash']}")
-        await p.execute()
+    await replace_all(r, entries)
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:
@@ -300,7 +297,7 @@ async def test_verify_with_bad_key_or_checkpoint_files_is_one_line_and_changes_n
 ):
     made = await _write_300(signed)
     r = signed.services.redis
-    before = await r.lrange(Keys.AUDIT_LOG, 0, -1), await r.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1)
+    before = await r.hgetall(Keys.AUDIT_ENTRIES), await r.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1)
     good = str(_jsonl(tmp_path / "good", made))
     _one_line(cli(redis_url, "verify", "--pubkey", str(tmp_path / "none.pem")), "can't read the public key")
     _one_line(cli(redis_url, "verify", "--pubkey", str(_rsa(tmp_path)[1])), "not an Ed25519 public key")
@@ -315,4 +312,4 @@ async def test_verify_with_bad_key_or_checkpoint_files_is_one_line_and_changes_n
         cli(redis_url, "verify", "--pubkey", str(keys[1]), "--checkpoints", str(bad)), "line 1 is not a checkpoint"
     )
     _one_line(cli(redis_url, "verify", "--checkpoints", good), "--checkpoints needs --pubkey")
-    assert (await r.lrange(Keys.AUDIT_LOG, 0, -1), await r.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1)) == before
+    assert (await r.hgetall(Keys.AUDIT_ENTRIES), await r.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1)) == before

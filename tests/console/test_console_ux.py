@@ -7,7 +7,6 @@ import json
 from bot.clock import ManualClock
 from bot.console.main import LOG_PATH, open_console
 from bot.incidents.store import repo
-from bot.store import Keys
 from tests.support.core import run_cli
 from tests.support.harness import T0
 
@@ -56,7 +55,7 @@ async def test_say_posts_a_message_event_and_a_pasted_secret_is_flagged(monkeypa
         assert await c.line("/incident declare GPU hang")
         assert await c.line("say the token is hf_abcdefghijklmnopqrstuvwxyz0123456789")
         assert any("looks like it contains a Hugging Face token" in line for line in out), "\n".join(out)
-        entries = [json.loads(e) for e in await c.svc.redis.lrange(Keys.AUDIT_LOG, 0, -1)]
+        entries = await c.svc.audit.since(0)
         flag = [e for e in entries if e["action"] == "command.secret_flag"]
         assert flag and flag[0]["detail"]["source"] == "event" and "hf_" not in json.dumps(flag)
 

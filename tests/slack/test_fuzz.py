@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.clock import ManualClock
-from bot.store import Keys
 from fbworld.slack import FakeSlack
 from tests.support.harness import T0, start_app
 
@@ -106,7 +105,7 @@ def test_arbitrary_text_never_breaks_the_app(redis_server):
     app, incident_channel = loop.run_until_complete(setup())
 
     async def one(text: str, channel: str) -> None:
-        start = await app.services.redis.llen(Keys.AUDIT_LOG)
+        start = await app.services.audit.count()
         key = f"fuzz{start}"
         status, ack, _ = await app.sender.command(
             text, user="UIC", channel=channel, response_url=slack.response_url(key)
@@ -115,10 +114,10 @@ def test_arbitrary_text_never_breaks_the_app(redis_server):
         assert "Traceback" not in ack and "Exception" not in ack
         # Exactly one audit entry per request: wait for it, then for the reply it implies.
         for _ in range(500):
-            if await app.services.redis.llen(Keys.AUDIT_LOG) > start:
+            if await app.services.audit.count() > start:
                 break
             await asyncio.sleep(0.01)
-        entries = [json.loads(x) for x in await app.services.redis.lrange(Keys.AUDIT_LOG, start, -1)]
+        entries = await app.services.audit.since(start)
         assert len(entries) == 1, entries
         entry = entries[0]
         if entry["action"] == "command.invalid":

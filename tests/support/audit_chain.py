@@ -4,11 +4,13 @@ Entries are made with the real `entry_hash`/`canonical` and RPUSHed in big pipel
 with the head, instead of one Lua append each: 10^6 entries take seconds, not minutes.
 `indexed=False` writes the history as Firebreak did before the per-incident index
 existed (no index, no marker); `indexed=True` writes exactly what the append script
-would have written.
+would have written. `legacy=True` writes the list layout of schema 1 and before (one
+Redis list, entry n at position n-1), which `firebreak migrate` moves to the hash by seq.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +62,7 @@ async def extend_chain(
     incident_of: Callable[[int], str | None],
     *,
     indexed: bool = True,
+    legacy: bool = False,
     batch: int = 10_000,
 ) -> None:
     """Append entries until the chain holds ``upto`` (continuing from the current head)."""
@@ -81,9 +84,38 @@ async def extend_chain(
                 index.setdefault(inc, []).append(s)
         seq += len(rows)
         async with r.pipeline(transaction=True) as p:
-            p.rpush(Keys.AUDIT_LOG, *rows)
+            if legacy:
+                p.rpush(Keys.AUDIT_LOG, *rows)
+            else:
+                p.hset(Keys.AUDIT_ENTRIES, mapping=dict(zip(range(seq - len(rows) + 1, seq + 1), rows, strict=True)))
+                p.set(Keys.AUDIT_LOG_MOVED, seq)
             if indexed:
                 for inc, seqs in index.items():
                     p.rpush(Keys.audit_incident(inc), *seqs)
             p.set(Keys.AUDIT_HEAD, f"{seq} {prev}")
             await p.execute()
+
+
+async def stored(r: aioredis.Redis) -> list[dict[str, Any]]:
+    """Every stored entry, by seq (the hash's fields), as a forger would read them."""
+    raw = await r.hgetall(Keys.AUDIT_ENTRIES)
+    return [json.loads(raw[k]) for k in sorted(raw, key=int)]
+
+
+async def entry_at(r: aioredis.Redis, seq: int) -> dict[str, Any]:
+    return dict(json.loads(await r.hget(Keys.AUDIT_ENTRIES, seq)))
+
+
+async def put(r: aioredis.Redis, seq: int, entry: dict[str, Any] | bytes | str) -> None:
+    """Store ``entry`` at ``seq`` directly in Redis (as canonical JSON when it is a dict)."""
+    await r.hset(Keys.AUDIT_ENTRIES, seq, canonical(entry) if isinstance(entry, dict) else entry)
+
+
+async def replace_all(r: aioredis.Redis, entries: list[dict[str, Any]]) -> None:
+    """Replace the whole log with ``entries`` at seqs 1..n, and the head with the last one's."""
+    async with r.pipeline(transaction=True) as p:
+        p.delete(Keys.AUDIT_ENTRIES)
+        if entries:
+            p.hset(Keys.AUDIT_ENTRIES, mapping={i: canonical(e) for i, e in enumerate(entries, 1)})
+        p.set(Keys.AUDIT_HEAD, f"{len(entries)} {entries[-1]['hash']}" if entries else "0 " + GENESIS_HASH)
+        await p.execute()
