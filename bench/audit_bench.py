@@ -1,26 +1,27 @@
-"""`audit verify` and `audit export --incident` on long histories: before vs after issue 9.
+"""`audit verify` (plain and `--pubkey`) and `audit export --incident` on long histories:
+before vs after issue 26.
 
-    python bench/audit_bench.py [--sizes 10000,100000,1000000] [--no-cli] [--tracemalloc]
+    python bench/audit_bench.py [--sizes 10000,1000000] [--no-cli]
 
-Starts a private redis-server on a free loopback port and builds one chain that grows
-through the sizes (entries made with the real `entry_hash`/`canonical`, RPUSHed in big
-pipelines with the per-incident index and the head: tests/support/audit_chain.py). 1% of
-the entries belong to INC-1, the incident exported.
+Starts a private redis-server on a free loopback port. At each size it writes a chain in the
+layout Firebreak used before issue 26 (one Redis list, plus the per-incident index of seqs:
+tests/support/audit_chain.py, entries made with the real `entry_hash`/`canonical`), with 1% of
+the entries in INC-1, the incident exported, and signs a checkpoint every 100 entries (the
+bot's cadence) with a fresh Ed25519 key, into a checkpoints file. Then, side by side:
 
-At each size, side by side:
-- BEFORE: the implementation as it was before issue 9, copied below (load the whole
-  chain into a list and check it; scan the whole log for one incident's entries);
-- AFTER: the code the CLI runs (`AuditLog.verify` streaming pages through a
-  ChainChecker; `bot.cli.export` reading the incident's index).
+- BEFORE: the code on main before issue 26, copied below (verify streams LRANGE pages of
+  1,000 and hashes each entry by re-serialising it; `--pubkey` makes a second pass; export
+  fetches each indexed entry with LINDEX, which walks the list);
+- the migration (`firebreak migrate`'s step 2, bot/audit/migrations.py) moves the list into
+  the hash by seq: timed, with Redis's memory before and after;
+- AFTER: the code the CLI runs (`AuditLog.verify`, `sign.verify_signed`, `bot.cli.export`).
 
-Each measurement runs in a fresh child process (so one cannot inherit another's heap):
-wall time, and memory as the child's peak RSS (ru_maxrss) at the end, printed next to the
-child's peak just before the measurement (after imports and the Redis connection: what
-any run costs). `--tracemalloc`
-adds tracemalloc's peak from a second, separate child per measurement (slower: tracing
-costs time). Before and after must agree (same verdict, same exported bytes) or the
-bench fails. Unless `--no-cli`, it also times `python -m bot audit verify` and `audit
-export --incident INC-1` end to end as subprocesses (peak RSS of the whole process).
+Each measurement runs in a fresh child process (none inherits another's heap): wall time and
+the child's peak RSS (ru_maxrss, the whole process: interpreter, imports, connection) at the
+end, next to its peak just before the measurement. Before and after must agree (same verdict,
+same exported bytes) or the bench fails. Export is also shown per line, the figure that must
+not grow with the log. Unless `--no-cli`, it also times `python -m bot audit verify` and
+`audit export --incident INC-1` end to end as subprocesses.
 """
 
 from __future__ import annotations
@@ -33,17 +34,20 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
-import tracemalloc
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.audit import AuditLog  # noqa: E402
+from bot.audit import AuditLog, sign  # noqa: E402
 from bot.audit.chain import GENESIS_HASH, entry_hash  # noqa: E402
+from bot.audit.migrations import ENTRIES_BY_SEQ  # noqa: E402
 from bot.cli import export  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from bot.store import Keys, Redis, connect  # noqa: E402
@@ -51,57 +55,121 @@ from tests.support.audit_chain import every_hundredth, extend_chain  # noqa: E40
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 INCIDENT = "INC-1"
-CASES = ("verify-before", "verify-after", "export-before", "export-after")
+CASES = ("verify", "verify-pubkey", "export")
 
 
-# -- BASELINE: the implementation before issue 9 -------------------------------------------
-# Copied from bot/audit/chain.py (AuditLog.entries, AuditLog.verify, verify_entries) and
-# bot/cli.py (the export loop) at commit 46e31d3, changed only from methods to functions.
+# -- BEFORE: the implementation on main before issue 26 ------------------------------------------
+# Copied from bot/audit/chain.py (ChainChecker, _parse, AuditLog.verify, AuditLog._incident_entries)
+# and bot/audit/sign.py (verify_signed) at commit 0541faa, changed only from methods to functions.
 
 
-async def before_entries(r: Redis, incident: str | None = None, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
+def before_parse(raw: str | bytes) -> dict[str, Any]:
+    try:
+        e = json.loads(raw)
+    except json.JSONDecodeError:
+        e = None
+    if not isinstance(e, dict):
+        return {"seq": None, "corrupt": raw}
+    return e
+
+
+class BeforeChecker:
+    def __init__(self) -> None:
+        self.prev = GENESIS_HASH
+        self.last = 0
+
+    def feed(self, e: dict[str, Any]) -> int | None:
+        expected_seq = self.last + 1
+        seq = e.get("seq")
+        if seq != expected_seq or e.get("prev_hash") != self.prev or e.get("hash") != entry_hash(e):
+            return seq if isinstance(seq, int) else expected_seq
+        self.prev = e["hash"]
+        self.last = expected_seq
+        return None
+
+    def finish(self, head: tuple[int, str] | None) -> int | None:
+        last = self.last
+        if head is not None and head != (last, self.prev):
+            return min(head[0], last) + 1 if head[0] != last else last
+        return None
+
+
+def before_head(raw: str | None) -> tuple[int, str]:
+    if not raw:
+        return (0, GENESIS_HASH)
+    seq, digest = raw.split()[:2]
+    return (int(seq), digest)
+
+
+async def before_verify(r: Redis, batch: int = 1000) -> int | None:
+    checker = BeforeChecker()
+    start = 0
+    while True:
+        async with r.pipeline(transaction=True) as p:
+            p.lrange(Keys.AUDIT_LOG, start, start + batch - 1)
+            p.get(Keys.AUDIT_HEAD)
+            chunk, raw_head = await p.execute()
+        for raw in chunk:
+            bad = checker.feed(before_parse(raw))
+            if bad is not None:
+                return bad
+        start += len(chunk)
+        if len(chunk) < batch:
+            return checker.finish(before_head(raw_head))
+
+
+async def before_scan(r: Redis, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
     start = 0
     while True:
         chunk = await r.lrange(Keys.AUDIT_LOG, start, start + batch - 1)
         if not chunk:
             return
         for raw in chunk:
-            try:
-                e = json.loads(raw)
-            except json.JSONDecodeError:
-                e = {"seq": None, "corrupt": raw}
-            if incident is None or e.get("incident") == incident:
-                yield e
-        start += batch
+            yield before_parse(raw)
+        start += len(chunk)
 
 
-def before_verify_entries(entries: Iterable[dict[str, Any]], head: tuple[int, str] | None = None) -> int | None:
-    prev = GENESIS_HASH
-    expected_seq = 1
-    for e in entries:
-        seq = e.get("seq")
-        if seq != expected_seq or e.get("prev_hash") != prev or e.get("hash") != entry_hash(e):
-            return seq if isinstance(seq, int) else expected_seq
-        prev = e["hash"]
-        expected_seq += 1
-    last = expected_seq - 1
-    if head is not None and head != (last, prev):
-        return min(head[0], last) + 1 if head[0] != last else last
-    return None
+async def before_verify_signed(r: Redis, pub: Ed25519PublicKey, checkpoints: list[dict[str, Any]]) -> int | None:
+    for c in checkpoints:
+        sign.check(pub, c)
+    expected = sign.Expected(checkpoints)
+    signed_bad: int | None = None
+    pos = 0
+    async for e in before_scan(r):
+        pos += 1
+        if expected.bad(e, pos):
+            signed_bad = pos
+            break
+    else:
+        if pos < expected.newest:
+            signed_bad = pos + 1
+    chain_bad = await before_verify(r)
+    found = [s for s in (signed_bad, chain_bad) if s is not None]
+    return min(found) if found else None
 
 
-async def before_verify(r: Redis) -> int | None:
-    raw = await r.get(Keys.AUDIT_HEAD)
-    head = (int(raw.split()[0]), raw.split()[1]) if raw else (0, GENESIS_HASH)
-    return before_verify_entries([e async for e in before_entries(r)], head)
+async def before_export(r: Redis, incident: str, out: Any, batch: int = 500) -> None:
+    index = Keys.audit_incident(incident)
+    last, pos = 0, 0  # the bench's log is indexed from its first entry
+    while True:
+        page = await r.lrange(index, pos, pos + batch - 1)
+        if not page:
+            return
+        pos += len(page)
+        seqs = [s for s in map(int, page) if s > last]
+        async with r.pipeline(transaction=False) as p:
+            for s in seqs:
+                p.lindex(Keys.AUDIT_LOG, s - 1)
+            raws = await p.execute()
+        for s, raw in zip(seqs, raws, strict=True):
+            e = before_parse(raw) if raw is not None else {}
+            if e.get("seq") != s or e.get("incident") != incident:
+                raise RuntimeError(f"index mismatch at {s}")
+            out.write(json.dumps(e, sort_keys=True, ensure_ascii=False) + "\n")  # bot/cli.py export
+            last = s
 
 
-async def before_export(r: Redis, incident: str, out: Any) -> None:
-    async for e in before_entries(r, incident):
-        out.write(json.dumps(e, sort_keys=True, ensure_ascii=False) + "\n")
-
-
-# -- one measurement (the child process) -----------------------------------------------------
+# -- one measurement (the child process) -----------------------------------------------------------
 
 
 class Digest:
@@ -116,44 +184,37 @@ class Digest:
         self.lines += s.count("\n")
 
 
-async def measure(case: str, url: str, trace: bool) -> dict[str, Any]:
+async def measure(case: str, when: str, url: str, pubkey: str, checkpoints: str) -> dict[str, Any]:
     r = connect(url)
     log = AuditLog(r, SystemClock())
     await r.ping()  # the connection exists before the baseline is taken
     out = Digest()
+    pub = sign.load_public_key(Path(pubkey))
+    ckpts = sign.read_checkpoints(Path(checkpoints))
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    if trace:
-        tracemalloc.start()
     start = time.perf_counter()
-    if case == "verify-before":
-        result: Any = await before_verify(r)
-    elif case == "verify-after":
-        result = await log.verify()
-    elif case == "export-before":
-        await before_export(r, INCIDENT, out)
-        result = out.h.hexdigest()
+    result: Any
+    if case == "verify":
+        result = await (before_verify(r) if when == "before" else log.verify())
+    elif case == "verify-pubkey":
+        if when == "before":
+            result = await before_verify_signed(r, pub, ckpts)
+        else:
+            result = await sign.verify_signed(log, pub, ckpts)
     else:
-        await export(log, INCIDENT, out)
+        await (before_export(r, INCIDENT, out) if when == "before" else export(log, INCIDENT, out))
         result = out.h.hexdigest()
     wall = time.perf_counter() - start
-    traced = tracemalloc.get_traced_memory()[1] if trace else None
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     await r.aclose()
-    return {
-        "wall": wall,
-        "rss_before_kb": rss_before,
-        "rss_peak_kb": rss_after,
-        "traced": traced,
-        "result": result,
-        "lines": out.lines,
-    }
+    return {"wall": wall, "rss_before_kb": rss_before, "rss_peak_kb": rss_after, "result": result, "lines": out.lines}
 
 
-def child(case: str, url: str, trace: bool) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", case, "--url", url] + (["--trace-child"] if trace else [])
+def child(case: str, when: str, url: str, keydir: Path) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", case, "--when", when, "--url", url, "--keydir", str(keydir)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{case} failed:\n{done.stderr}")
+        raise RuntimeError(f"{case} ({when}) failed:\n{done.stderr}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -177,10 +238,10 @@ def cli_run(url: str, *args: str) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss, err
 
 
-# -- the run -----------------------------------------------------------------------------------
+# -- the run ---------------------------------------------------------------------------------------
 
 
-def mb(kb: int) -> str:
+def mb(kb: float) -> str:
     return f"{kb / 1024:,.0f} MB" if kb >= 10 * 1024 else f"{kb / 1024:.1f} MB"
 
 
@@ -188,74 +249,114 @@ def secs(s: float) -> str:
     return f"{s:.2f} s" if s < 10 else f"{s:.1f} s"
 
 
-async def build(url: str, size: int) -> float:
+async def build(url: str, size: int, keydir: Path) -> tuple[float, list[str]]:
+    """The old layout of ``size`` entries, and a checkpoint signed every 100 entries (JSON lines)."""
     r = connect(url)
+    await r.flushall()
     start = time.perf_counter()
-    await extend_chain(r, size, every_hundredth(INCIDENT))
+    await extend_chain(r, size, every_hundredth(INCIDENT), legacy=True)
     took = time.perf_counter() - start
     assert await r.llen(Keys.AUDIT_LOG) == size
+    key = sign.load_private_key(keydir / "audit-key.pem")
+    kid = sign.key_id(key.public_key())
+    lines: list[str] = []
+    fps: list[str] = []
+    seq = 0
+    async for e in before_scan(r, 10_000):
+        seq += 1
+        fps.append(e["hash"][: sign.FP_LEN])
+        if seq % sign.EVERY_ENTRIES == 0 or seq == size:
+            body = {"seq": seq, "hash": e["hash"], "ts": e["ts"], "key_id": kid, "from": seq - len(fps)}
+            lines.append(json.dumps(sign.sign(key, {**body, "fps": "".join(fps)})) + "\n")
+            fps = []
     await r.aclose()
-    return took
+    return took, lines
 
 
-def run(sizes: list[int], with_cli: bool, trace: bool) -> None:
+async def migrate(url: str) -> tuple[float, int, int]:
+    """Step 2 of `firebreak migrate`: wall time, Redis used_memory before and after (bytes)."""
+    r = connect(url)
+    before = int((await r.info("memory"))["used_memory"])
+    start = time.perf_counter()
+    await ENTRIES_BY_SEQ.apply(r)
+    took = time.perf_counter() - start
+    after = int((await r.info("memory"))["used_memory"])
+    await r.aclose()
+    return took, before, after
+
+
+def run(sizes: list[int], with_cli: bool) -> None:
     srv = RedisServer().start()
+    keydir = Path(tempfile.mkdtemp(prefix="fb-audit-bench-"))
+    sign.keygen(keydir)
     rows: list[str] = []
+    per_line: list[str] = []
+    notes: list[str] = []
     cli_rows: list[str] = []
-    idle: list[int] = []
     try:
         for size in sizes:
-            took = asyncio.run(build(srv.url, size))
-            print(f"built {size:,} entries in {took:.1f} s; measuring", file=sys.stderr, flush=True)
-            got = {case: child(case, srv.url, False) for case in CASES}
-            if trace:
-                for case in CASES:
-                    got[case]["traced"] = child(case, srv.url, True)["traced"]
-            vb, va, eb, ea = (got[c] for c in CASES)
-            if vb["result"] is not None or va["result"] is not None:
-                raise RuntimeError(f"the built chain does not verify: {vb['result']} / {va['result']}")
-            if (eb["result"], eb["lines"]) != (ea["result"], ea["lines"]) or ea["lines"] != size // 100:
-                raise RuntimeError(f"before and after export differ: {eb['lines']} vs {ea['lines']} lines")
-            for name, b, a in (("verify", vb, va), (f"export --incident ({ea['lines']:,} lines)", eb, ea)):
-                mem = f"{mb(b['rss_peak_kb'])} → {mb(a['rss_peak_kb'])}"
-                idle.extend([b["rss_before_kb"], a["rss_before_kb"]])
-                traced = f" | {b['traced'] / 1e6:,.1f} → {a['traced'] / 1e6:,.1f} MB" if trace else ""
-                rows.append(
-                    f"| {size:,} | {name} | {secs(b['wall'])} → {secs(a['wall'])} | "
-                    f"{b['wall'] / a['wall']:,.1f}× | {mem}{traced} |"
+            took, ckpts = asyncio.run(build(srv.url, size, keydir))
+            (keydir / "checkpoints.jsonl").write_text("".join(ckpts), encoding="utf-8")
+            print(f"built {size:,} entries (old layout) in {took:.1f} s; measuring", file=sys.stderr, flush=True)
+            before = {case: child(case, "before", srv.url, keydir) for case in CASES}
+            moved, mem_before, mem_after = asyncio.run(migrate(srv.url))
+            notes.append(f"| {size:,} | {secs(moved)} | {mem_before / 2**20:,.0f} MB → {mem_after / 2**20:,.0f} MB |")
+            after = {case: child(case, "after", srv.url, keydir) for case in CASES}
+            for case in CASES:
+                b, a = before[case], after[case]
+                if case != "export" and (b["result"] is not None or a["result"] is not None):
+                    raise RuntimeError(f"{case}: the built chain does not verify: {b['result']} / {a['result']}")
+                if case == "export" and ((b["result"], b["lines"]) != (a["result"], a["lines"])):
+                    raise RuntimeError(f"before and after export differ: {b['lines']} vs {a['lines']} lines")
+                name = {"verify": "`audit verify`", "verify-pubkey": "`audit verify --pubkey --checkpoints`"}.get(
+                    case, f"`audit export --incident` ({a['lines']:,} lines)"
                 )
-            print(rows[-2] + "\n" + rows[-1], file=sys.stderr, flush=True)
+                rows.append(
+                    f"| {size:,} | {name} | {secs(b['wall'])} → {secs(a['wall'])} | {b['wall'] / a['wall']:,.1f}× "
+                    f"| {mb(b['rss_peak_kb'])} → {mb(a['rss_peak_kb'])} |"
+                )
+                if case == "export":
+                    us_b, us_a = (x["wall"] / x["lines"] * 1e6 for x in (b, a))
+                    per_line.append(f"| {size:,} | {a['lines']:,} | {us_b:,.0f} µs → {us_a:,.0f} µs |")
+                print(rows[-1], file=sys.stderr, flush=True)
             if with_cli:
                 vw, vrss, _ = cli_run(srv.url, "verify")
-                ew, erss, err = cli_run(srv.url, "export", "--incident", INCIDENT)
-                if "predate" in err:
-                    raise RuntimeError(f"export scanned instead of using the index: {err}")
-                cli_rows.append(f"| {size:,} | {secs(vw)}, {mb(vrss)} | {secs(ew)}, {mb(erss)} |")
+                pw, prss, _ = cli_run(
+                    srv.url, "verify", "--pubkey", str(keydir / "audit-key.pub.pem"),
+                    "--checkpoints", str(keydir / "checkpoints.jsonl"),
+                )  # fmt: skip
+                ew, erss, _ = cli_run(srv.url, "export", "--incident", INCIDENT)
+                cli_rows.append(
+                    f"| {size:,} | {secs(vw)}, {mb(vrss)} | {secs(pw)}, {mb(prss)} | {secs(ew)}, {mb(erss)} |"
+                )
     finally:
         srv.stop()
-    traced_head = " | tracemalloc peak before → after" if trace else ""
-    print(f"\n| entries | command | wall before → after | speed-up | peak RSS before → after{traced_head} |")
-    print("|---|---|---|---|---|" + ("---|" if trace else ""))
+    print("\n| entries | command | wall before → after | speed-up | child peak RSS before → after |")
+    print("|---|---|---|---|---|")
     print("\n".join(rows))
-    span = mb(min(idle)) if mb(min(idle)) == mb(max(idle)) else f"{mb(min(idle))}–{mb(max(idle))}"
-    print(f"\nA measuring child's peak RSS before it starts (imports, connection): {span}.")
+    print("\n| entries | export lines | per line before → after |\n|---|---|---|")
+    print("\n".join(per_line))
+    print("\n| entries | migration (list → hash by seq) | Redis used_memory before → after |\n|---|---|---|")
+    print("\n".join(notes))
     if with_cli:
-        print("\n| entries | `firebreak audit verify` (after): wall, process peak RSS | `audit export --incident` |")
-        print("|---|---|---|")
+        print("\n| entries | `audit verify` (after): wall, peak RSS | `verify --pubkey` | `export --incident` |")
+        print("|---|---|---|---|")
         print("\n".join(cli_rows))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated chain lengths, ascending")
+    p.add_argument("--sizes", default="10000,1000000", help="comma-separated chain lengths, ascending")
     p.add_argument("--no-cli", action="store_true", help="skip timing `python -m bot audit ...` end to end")
-    p.add_argument("--tracemalloc", action="store_true", help="also report tracemalloc peaks (a second child each)")
     p.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
+    p.add_argument("--when", choices=("before", "after"), help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
-    p.add_argument("--trace-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--keydir", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print(json.dumps(asyncio.run(measure(args.child, args.url, args.trace_child))))
+        keydir = Path(args.keydir)
+        pub, ckpts = str(keydir / "audit-key.pub.pem"), str(keydir / "checkpoints.jsonl")
+        print(json.dumps(asyncio.run(measure(args.child, args.when, args.url, pub, ckpts))))
         return
     try:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -263,7 +364,7 @@ def main() -> None:
         p.error("--sizes takes chain lengths separated by commas, e.g. --sizes 10000,100000")
     if not sizes or sizes != sorted(sizes) or sizes[0] < 100:
         p.error("--sizes takes ascending chain lengths of at least 100, e.g. --sizes 10000,100000")
-    run(sizes, not args.no_cli, args.tracemalloc)
+    run(sizes, not args.no_cli)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,9 @@ return 1
 """
 
 
+PAGE = 2000  # entries per verify page (about 1 MB); the next page is read while this one is checked
+
+
 class Intent(BaseModel):
     """[intent] What a request set out to do, recorded before its handler ran (bot/core/dispatch.py).
     Its audit entry closes it; one still open long after ``started_at`` is orphaned (the process
@@ -517,31 +520,37 @@ class AuditLog:
         end = _head(text(await self._r.get(Keys.AUDIT_HEAD)))[0]
         return [_parse(raw) for raw in await self._rows(start + 1, max(0, end - start)) if raw is not None]
 
-    async def verify(self, batch: int = 2000, signed: Signed | None = None) -> int | None:
+    async def _page(self, lo: int, n: int) -> tuple[list[bytes | None], tuple[int, str], int]:
+        """Entries lo .. lo+n-1 as stored (bytes, None where none is), the head and the count."""
+        # One transaction: when the page holds the head, it is the head its last entry must match,
+        # even while other replicas keep appending. (hiredis parses the reply: a pure-Python parse
+        # of thousands of replies a page cost more than checking them.)
+        async with self._r.pipeline(transaction=True) as p:
+            p.hmget(Keys.AUDIT_ENTRIES, list(range(lo, lo + n)))
+            p.get(Keys.AUDIT_HEAD)
+            p.hlen(Keys.AUDIT_ENTRIES)
+            rows, raw_head, stored = await p.execute()
+        return [_raw(v) if v is not None else None for v in rows], _head(text(raw_head)), int(stored)
+
+    async def verify(self, batch: int = PAGE, signed: Signed | None = None) -> int | None:
         """The seq of the first bad entry, or None. Streams the chain page by page through a
         ChainChecker, so memory stays flat however long the chain is; the next page is read
         while this one is checked. ``signed``: also ask it of each entry (signed checkpoints,
         bot/audit/sign.py) in the same pass; the earlier of the two breaks is the one named."""
         await self._old_layout()
 
-        async def page(lo: int) -> tuple[list[str | None], tuple[int, str], int]:
-            # The page, the head and the count in one transaction: when the page holds the head,
-            # it is the head its last entry must match, even while other replicas keep appending.
-            async with self._r.pipeline(transaction=True) as p:
-                p.hmget(Keys.AUDIT_ENTRIES, list(range(lo, lo + batch)))
-                p.get(Keys.AUDIT_HEAD)
-                p.hlen(Keys.AUDIT_ENTRIES)
-                rows, raw_head, n = await p.execute()
-            return rows, _head(text(raw_head)), int(n)
+        def page(lo: int) -> asyncio.Task[tuple[list[bytes | None], tuple[int, str], int]]:
+            return asyncio.create_task(self._page(lo, batch))
 
         checker = ChainChecker()
         found: list[int] = []
         lo = 1
-        ahead = asyncio.create_task(page(lo))
+        ahead = page(lo)
         try:
             while True:
                 rows, head, stored = await ahead
-                ahead = asyncio.create_task(page(lo + batch))
+                ahead = page(lo + batch)
+                await asyncio.sleep(0)  # let it send its request: Redis reads the next page meanwhile
                 for i, raw in enumerate(rows):
                     seq = lo + i
                     if found and seq >= min(found):
@@ -560,7 +569,7 @@ class AuditLog:
                     if signed is not None and signed.bad(e, seq):
                         found.append(seq)
                     if checker.last == seq - 1:  # the chain is whole so far: keep checking it
-                        bad = checker.feed(e, _raw(raw) if raw is not None else None)
+                        bad = checker.feed(e, raw)
                         if bad is not None:
                             found.append(bad)
                 lo += batch
