@@ -49,10 +49,15 @@ _APPEND = """
 local head = redis.call('GET', KEYS[1])
 local cur = 0
 if head then cur = tonumber(string.match(head, '^(%d+)')) end
--- [upgrade] A replica of an older release, still running while the new one rolls out, pushes onto
--- the old list after the migration moved it: its entries take their places in the hash first.
-local old = redis.call('LRANGE', KEYS[5], 0, -1)
-if #old > 0 then
+-- [upgrade] The old list layout. A long one has not been migrated yet (the migration runs at start,
+-- and entries, such as the audit of an earlier migration, may come first): append to it as the
+-- older release did, the migration moves it all. A short one is what a replica of the older
+-- release, still running while the new one rolls out, pushed after the migration: its entries
+-- take their places in the hash first.
+local old_len = redis.call('LLEN', KEYS[5])
+local legacy = old_len > DRAIN_MAX
+if old_len > 0 and not legacy then
+  local old = redis.call('LRANGE', KEYS[5], 0, -1)
   local moved = tonumber(redis.call('GET', KEYS[6]) or '0')
   for i, raw in ipairs(old) do redis.call('HSET', KEYS[2], moved + i, raw) end
   redis.call('DEL', KEYS[5])
@@ -62,9 +67,13 @@ if cur ~= tonumber(ARGV[1]) then return 0 end
 -- [intent] A repair writes only while the intent is open: the request's own entry (or another
 -- replica's repair) may have closed it since the repair read it.
 if ARGV[5] == '1' and redis.call('HEXISTS', KEYS[4], ARGV[4]) == 0 then return -1 end
-redis.call('HSET', KEYS[2], cur + 1, ARGV[3])
+if legacy then
+  redis.call('RPUSH', KEYS[5], ARGV[3])
+else
+  redis.call('HSET', KEYS[2], cur + 1, ARGV[3])
+  redis.call('SET', KEYS[6], cur + 1)
+end
 redis.call('SET', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[6], cur + 1)
 -- The first indexing append records where the index starts; older entries wait for `audit reindex`.
 redis.call('SET', KEYS[3], string.format('%d', cur), 'NX')
 if KEYS[7] then redis.call('RPUSH', KEYS[7], string.format('%d', cur + 1)) end
@@ -73,6 +82,9 @@ if KEYS[7] then redis.call('RPUSH', KEYS[7], string.format('%d', cur + 1)) end
 if ARGV[4] ~= '' then redis.call('HDEL', KEYS[4], ARGV[4], ARGV[4] .. '|notes') end
 return 1
 """
+
+DRAIN_MAX = 1000  # an old list this short is moved by the append itself; a longer one waits for the migration
+_APPEND = _APPEND.replace("DRAIN_MAX", str(DRAIN_MAX))
 
 # [intent] Record what an open intent's request has made so far (e.g. the channel a declare
 # created), only while the intent is open. KEYS[1] open intents. ARGV: request id, notes JSON.
@@ -200,7 +212,9 @@ class OldLayout(Exception):
 
     def __init__(self, n: int) -> None:
         super().__init__(
-            f"{n} audit entries are still in the layout of an older release: run `firebreak migrate` first"
+            f"{n} audit entries are still in the list layout of an older release: run `firebreak migrate`"
+            " (if it has nothing to migrate, a replica of that release wrote them since: the bot's next"
+            " entry moves them)"
         )
 
 
@@ -373,9 +387,11 @@ class AuditLog:
                 return
             pos += len(page)
             seqs: list[int] = []
+            garbage = None
             for item in map(str, page):
                 if not item.isdigit():  # the index is in Redis too: whatever is there is checked
-                    raise AuditIndexError(last, f"is followed in {incident}'s index by {item[:20]!r}, not a seq")
+                    garbage = item
+                    break
                 if int(item) > last:  # a concurrent reindex prepends older seqs and shifts the pages
                     seqs.append(int(item))
             # Each entry with the next one, and the head, in one read: per line O(1), whatever the
@@ -390,6 +406,8 @@ class AuditLog:
                     continue  # the index lists a seq twice, or out of order: each entry once, in order
                 yield self._checked(incident, s, rows[2 * i], rows[2 * i + 1], head)
                 last = s
+            if garbage is not None:
+                raise AuditIndexError(last, f"is followed in {incident}'s index by {garbage[:20]!r}, not a seq")
 
     @staticmethod
     def _checked(
