@@ -6,7 +6,7 @@ before vs after issue 26.
 Starts a private redis-server on a free loopback port. At each size it writes a chain in the
 layout Firebreak used before issue 26 (one Redis list, plus the per-incident index of seqs:
 tests/support/audit_chain.py, entries made with the real `entry_hash`/`canonical`), with 1% of
-the entries in INC-1, the incident exported, and signs a checkpoint every 100 entries (the
+the entries in INC-1 and exactly 1,000 in INC-0 (the incidents exported), and signs a checkpoint every 100 entries (the
 bot's cadence) with a fresh Ed25519 key, into a checkpoints file. Then, side by side:
 
 - BEFORE: the code on main before issue 26, copied below (verify streams LRANGE pages of
@@ -17,8 +17,8 @@ bot's cadence) with a fresh Ed25519 key, into a checkpoints file. Then, side by 
 - AFTER: the code the CLI runs (`AuditLog.verify`, `sign.verify_signed`, `bot.cli.export`).
 
 Each measurement runs in a fresh child process (none inherits another's heap): wall time and
-the child's peak RSS (ru_maxrss, the whole process: interpreter, imports, connection) at the
-end, next to its peak just before the measurement. Before and after must agree (same verdict,
+the child's peak RSS (VmHWM, the whole process: interpreter, imports, connection) at the end,
+and its peak just before the measurement. Before and after must agree (same verdict,
 same exported bytes) or the bench fails. Export is also shown per line, the figure that must
 not grow with the log. Unless `--no-cli`, it also times `python -m bot audit verify` and
 `audit export --incident INC-1` end to end as subprocesses.
@@ -55,7 +55,20 @@ from tests.support.audit_chain import every_hundredth, extend_chain  # noqa: E40
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 INCIDENT = "INC-1"
-CASES = ("verify", "verify-pubkey", "export")
+FIXED = "INC-0"  # exactly FIXED_LINES entries at every size: export's per-line cost, like for like
+FIXED_LINES = 1000
+CASES = ("verify", "verify-pubkey", "export", "export-fixed")
+
+
+def incident_of(size: int) -> Any:
+    """1% of entries in INC-1, FIXED_LINES spread evenly in INC-0, the rest as every_hundredth."""
+    rest = every_hundredth(INCIDENT)
+    step = size // FIXED_LINES
+
+    def of(seq: int) -> str | None:
+        return FIXED if seq % step == 1 and seq % 100 != 0 else rest(seq)
+
+    return of
 
 
 # -- BEFORE: the implementation on main before issue 26 ------------------------------------------
@@ -184,28 +197,38 @@ class Digest:
         self.lines += s.count("\n")
 
 
+def peak_rss_kb() -> int:
+    """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries that over from the parent
+    across fork and exec, so every child would report the bench's own peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # not Linux: the best there is
+
+
 async def measure(case: str, when: str, url: str, pubkey: str, checkpoints: str) -> dict[str, Any]:
     r = connect(url)
     log = AuditLog(r, SystemClock())
     await r.ping()  # the connection exists before the baseline is taken
     out = Digest()
-    pub = sign.load_public_key(Path(pubkey))
-    ckpts = sign.read_checkpoints(Path(checkpoints))
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_before = peak_rss_kb()
     start = time.perf_counter()
     result: Any
     if case == "verify":
         result = await (before_verify(r) if when == "before" else log.verify())
     elif case == "verify-pubkey":
+        pub = sign.load_public_key(Path(pubkey))  # reading the checkpoints is part of the command
+        ckpts = sign.read_checkpoints(Path(checkpoints))
         if when == "before":
             result = await before_verify_signed(r, pub, ckpts)
         else:
             result = await sign.verify_signed(log, pub, ckpts)
     else:
-        await (before_export(r, INCIDENT, out) if when == "before" else export(log, INCIDENT, out))
+        inc = INCIDENT if case == "export" else FIXED
+        await (before_export(r, inc, out) if when == "before" else export(log, inc, out))
         result = out.h.hexdigest()
     wall = time.perf_counter() - start
-    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_after = peak_rss_kb()
     await r.aclose()
     return {"wall": wall, "rss_before_kb": rss_before, "rss_peak_kb": rss_after, "result": result, "lines": out.lines}
 
@@ -222,20 +245,24 @@ def cli_run(url: str, *args: str) -> tuple[float, int, str]:
     """`python -m bot audit ...` end to end: wall time and the process's peak RSS (KB)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "REDIS_", "FIREBREAK_"))}
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot", "audit", *args],
+    # bot.cli.main as `python -m bot` runs it, printing its peak RSS (VmHWM) last on stderr.
+    run = (
+        "import sys; from bot.cli import main; rc = main(sys.argv[1:]); "
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0], file=sys.stderr); sys.exit(rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", run, "audit", *args],
         cwd=ROOT,
         env={**env, "REDIS_URL": url},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
+        check=False,
     )
-    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
-        raise RuntimeError(f"firebreak audit {' '.join(args)} exited {proc.returncode}: {err}")
-    return wall, usage.ru_maxrss, err
+        raise RuntimeError(f"firebreak audit {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return wall, int(proc.stderr.strip().splitlines()[-1].split()[1]), proc.stderr
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -254,7 +281,7 @@ async def build(url: str, size: int, keydir: Path) -> tuple[float, list[str]]:
     r = connect(url)
     await r.flushall()
     start = time.perf_counter()
-    await extend_chain(r, size, every_hundredth(INCIDENT), legacy=True)
+    await extend_chain(r, size, incident_of(size), legacy=True)
     took = time.perf_counter() - start
     assert await r.llen(Keys.AUDIT_LOG) == size
     key = sign.load_private_key(keydir / "audit-key.pem")
@@ -304,20 +331,21 @@ def run(sizes: list[int], with_cli: bool) -> None:
             after = {case: child(case, "after", srv.url, keydir) for case in CASES}
             for case in CASES:
                 b, a = before[case], after[case]
-                if case != "export" and (b["result"] is not None or a["result"] is not None):
+                if not case.startswith("export") and (b["result"] is not None or a["result"] is not None):
                     raise RuntimeError(f"{case}: the built chain does not verify: {b['result']} / {a['result']}")
-                if case == "export" and ((b["result"], b["lines"]) != (a["result"], a["lines"])):
+                if case.startswith("export") and ((b["result"], b["lines"]) != (a["result"], a["lines"])):
                     raise RuntimeError(f"before and after export differ: {b['lines']} vs {a['lines']} lines")
                 name = {"verify": "`audit verify`", "verify-pubkey": "`audit verify --pubkey --checkpoints`"}.get(
-                    case, f"`audit export --incident` ({a['lines']:,} lines)"
+                    case, f"`audit export --incident {INCIDENT if case == 'export' else FIXED}` ({a['lines']:,} lines)"
                 )
                 rows.append(
                     f"| {size:,} | {name} | {secs(b['wall'])} → {secs(a['wall'])} | {b['wall'] / a['wall']:,.1f}× "
-                    f"| {mb(b['rss_peak_kb'])} → {mb(a['rss_peak_kb'])} |"
+                    f"| {mb(b['rss_peak_kb'])} → {mb(a['rss_peak_kb'])} | {mb(a['rss_before_kb'])} |"
                 )
-                if case == "export":
+                if case.startswith("export"):
                     us_b, us_a = (x["wall"] / x["lines"] * 1e6 for x in (b, a))
-                    per_line.append(f"| {size:,} | {a['lines']:,} | {us_b:,.0f} µs → {us_a:,.0f} µs |")
+                    inc = INCIDENT if case == "export" else FIXED
+                    per_line.append(f"| {size:,} | {inc}: {a['lines']:,} | {us_b:,.0f} µs → {us_a:,.0f} µs |")
                 print(rows[-1], file=sys.stderr, flush=True)
             if with_cli:
                 vw, vrss, _ = cli_run(srv.url, "verify")
@@ -331,8 +359,8 @@ def run(sizes: list[int], with_cli: bool) -> None:
                 )
     finally:
         srv.stop()
-    print("\n| entries | command | wall before → after | speed-up | child peak RSS before → after |")
-    print("|---|---|---|---|---|")
+    print("\n| entries | command | wall before → after | speed-up | peak RSS before → after | at start (after) |")
+    print("|---|---|---|---|---|---|")
     print("\n".join(rows))
     print("\n| entries | export lines | per line before → after |\n|---|---|---|")
     print("\n".join(per_line))

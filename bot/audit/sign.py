@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import bisect
 import hashlib
 import json
 import os
@@ -167,16 +168,20 @@ class Expected:
 
     def __init__(self, checkpoints: Iterable[dict[str, Any]]) -> None:
         self.heads: dict[int, str] = {}
-        self.fps: dict[int, str] = {}
+        # Each checkpoint's fingerprints as it came (first seq, the string), sorted by first seq:
+        # not one dict item per entry, which at 10^6 entries cost ~150 MB.
+        windows: list[tuple[int, str]] = []
         self.newest = 0
         for c in checkpoints:
             seq = int(c["seq"])
             self.heads[seq] = c["hash"]
             self.newest = max(self.newest, seq)
             start, fps = c.get("from"), c.get("fps")
-            if isinstance(start, int) and isinstance(fps, str):
-                for i in range(len(fps) // FP_LEN):
-                    self.fps[start + 1 + i] = fps[i * FP_LEN : (i + 1) * FP_LEN]
+            if isinstance(start, int) and isinstance(fps, str) and fps:
+                windows.append((start + 1, fps[: len(fps) // FP_LEN * FP_LEN]))
+        windows.sort(key=lambda w: w[0])
+        self._firsts = [w[0] for w in windows]
+        self._windows = windows
 
     def bad(self, e: dict[str, Any], seq: int) -> bool:
         """Does the entry at position ``seq`` contradict a checkpoint?"""
@@ -186,8 +191,16 @@ class Expected:
         want = self.heads.get(seq)
         if want is not None and digest != want:
             return True
-        fp = self.fps.get(seq)
-        return fp is not None and not digest.startswith(fp)
+        # The windows that hold ``seq``: a window is at most MAX_FPS long, so they start at most
+        # that far back. Every checkpoint that fingerprints the entry must agree with it.
+        i = bisect.bisect_right(self._firsts, seq) - 1
+        while i >= 0 and self._firsts[i] > seq - MAX_FPS - 1:
+            first, fps = self._windows[i]
+            at = (seq - first) * FP_LEN
+            if at + FP_LEN <= len(fps) and not digest.startswith(fps[at : at + FP_LEN]):
+                return True
+            i -= 1
+        return False
 
     def short(self, last: int) -> int | None:
         """The first missing seq if a chain ending at ``last`` was cut back below a checkpoint."""
