@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.audit import AuditLog, sign  # noqa: E402
 from bot.audit.chain import GENESIS_HASH, entry_hash  # noqa: E402
-from bot.audit.migrations import ENTRIES_BY_SEQ  # noqa: E402
+from bot.audit.migrations import apply_by_seq  # noqa: E402
 from bot.cli import export  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from bot.store import Keys, Redis, connect  # noqa: E402
@@ -305,7 +305,7 @@ async def migrate(url: str) -> tuple[float, int, int]:
     r = connect(url)
     before = int((await r.info("memory"))["used_memory"])
     start = time.perf_counter()
-    await ENTRIES_BY_SEQ.apply(r)
+    await apply_by_seq(r)
     took = time.perf_counter() - start
     after = int((await r.info("memory"))["used_memory"])
     await r.aclose()

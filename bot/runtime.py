@@ -63,7 +63,8 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
 # Append only: a released entry is never edited, reordered or removed.
 MIGRATIONS: tuple[Migration, ...] = (
     lever_migrations.MOVED_INDEX,  # 1: lever requests indexed by their latest move (`changed`)
-    audit_migrations.ENTRIES_BY_SEQ,  # 2: the audit log from a list to a hash by seq (issue 26)
+    # 2: the audit log from a list to a hash by seq (issue 26)
+    Migration(audit_migrations.BY_SEQ_NAME, audit_migrations.plan_by_seq, audit_migrations.apply_by_seq),
 )
 
 

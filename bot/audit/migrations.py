@@ -1,8 +1,8 @@
-"""The audit log's state migrations (listed in order in bot/runtime.py MIGRATIONS)."""
+"""The audit log's state migrations: their steps (bot/runtime.py MIGRATIONS lists them in
+order, as bot.schema Migrations: the schema layer sits above this one)."""
 
 from __future__ import annotations
 
-from bot.schema import Migration
 from bot.store import Keys, Redis, script
 
 BATCH = 1000  # entries moved per script: each call is short, so Redis keeps serving meanwhile
@@ -26,12 +26,15 @@ return redis.call('LLEN', KEYS[1])
 """
 
 
-async def _plan_by_seq(r: Redis) -> list[str]:
+BY_SEQ_NAME = "audit log: entries by seq (export --incident reads each in O(1))"
+
+
+async def plan_by_seq(r: Redis) -> list[str]:
     n = int(await r.llen(Keys.AUDIT_LOG))
     return [f"{n} audit entries to move from the list to the entries-by-seq hash"] if n else []
 
 
-async def _apply_by_seq(r: Redis) -> int:
+async def apply_by_seq(r: Redis) -> int:
     move = script(r, _MOVE)
     moved = 0
     before = int(await r.llen(Keys.AUDIT_LOG))
@@ -40,10 +43,3 @@ async def _apply_by_seq(r: Redis) -> int:
         left = int(await move(keys=[Keys.AUDIT_LOG, Keys.AUDIT_ENTRIES, Keys.AUDIT_LOG_MOVED], args=[BATCH]))
         moved = max(moved, before - left)
     return moved
-
-
-ENTRIES_BY_SEQ = Migration(
-    name="audit log: entries by seq (export --incident reads each in O(1))",
-    plan=_plan_by_seq,
-    apply=_apply_by_seq,
-)
