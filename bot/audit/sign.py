@@ -182,6 +182,11 @@ class Expected:
         windows.sort(key=lambda w: w[0])
         self._firsts = [w[0] for w in windows]
         self._windows = windows
+        # _reach[i]: the end (exclusive seq) furthest out among windows 0..i, so a look back stops
+        # at once when no earlier window reaches the seq (the bot's windows do not overlap).
+        self._reach: list[int] = []
+        for first, fps in windows:
+            self._reach.append(max(first + len(fps) // FP_LEN, self._reach[-1] if self._reach else 0))
 
     def bad(self, e: dict[str, Any], seq: int) -> bool:
         """Does the entry at position ``seq`` contradict a checkpoint?"""
@@ -191,10 +196,10 @@ class Expected:
         want = self.heads.get(seq)
         if want is not None and digest != want:
             return True
-        # The windows that hold ``seq``: a window is at most MAX_FPS long, so they start at most
-        # that far back. Every checkpoint that fingerprints the entry must agree with it.
+        # Every checkpoint that fingerprints the entry must agree with it: the windows that start
+        # at or before ``seq`` and reach past it.
         i = bisect.bisect_right(self._firsts, seq) - 1
-        while i >= 0 and self._firsts[i] > seq - MAX_FPS - 1:
+        while i >= 0 and self._reach[i] > seq:
             first, fps = self._windows[i]
             at = (seq - first) * FP_LEN
             if at + FP_LEN <= len(fps) and not digest.startswith(fps[at : at + FP_LEN]):
