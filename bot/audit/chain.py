@@ -336,6 +336,8 @@ class AuditLog:
 
     async def _rows(self, lo: int, n: int) -> list[str | None]:
         """The stored entries at seqs lo .. lo+n-1 (None where there is none)."""
+        if n <= 0:
+            return []
         return [text(v) for v in await self._r.hmget(Keys.AUDIT_ENTRIES, list(range(lo, lo + n)))]
 
     async def entries(self, incident: str | None = None, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
