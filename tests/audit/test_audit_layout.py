@@ -168,7 +168,11 @@ async def test_a_log_tampered_with_before_the_migration_is_still_caught_where_it
     await r.set(VERSION_KEY, 1)
     await r.lrem(Keys.AUDIT_LOG, 1, await r.lindex(Keys.AUDIT_LOG, 1499))  # seq 1500 deleted from the list
     assert migrate(redis_url).returncode == 0
+    assert (
+        await r.exists(Keys.AUDIT_LOG) == 0 and await r.hlen(Keys.AUDIT_ENTRIES) == 2999 + 1
+    )  # and the migration's entry
     # Positions are kept, not the entries' own seqs: the entry after the gap sits at 1500.
+    assert (await entry_at(r, 1500))["seq"] == 1501
     assert "BROKEN at seq 1501" in cli(redis_url, "verify").stderr
     await r.aclose()
 
