@@ -68,7 +68,7 @@ async def offers(svc: Services, req: Request, cell: str, incident: str) -> list[
         try:
             plan = await lever.plan(ctx, obj)
         except LeverRefusal as r:
-            found.append(views.Offer(name, None, r.message))
+            found.append(views.Offer(name, None, str(r)))
             continue
         text = "; ".join([plan.effect, *plan.notes])
         found.append(views.Offer(name, f"/incident lever {LEVER} {name} --cell {cell}", text))
@@ -119,7 +119,7 @@ async def _open(svc: Services, req: Request, cmd: RemediationAlarm) -> tuple[Inc
 
 
 async def remediation_alarm(svc: Services, req: Request, cmd: RemediationAlarm, inc: IncidentView | None) -> Outcome:
-    opened, problems = False, []
+    opened, problems = False, list[str]()
     if inc is None:
         found, problems = await _open(svc, req, cmd)
         opened = True
@@ -137,7 +137,8 @@ async def remediation_alarm(svc: Services, req: Request, cmd: RemediationAlarm, 
     )
     if opened:
         ic = found.holder("ic")
-        text = f"Opened by Firebreak for the remediation alarm (SEV{found.sev}, IC {f'<@{ic}>' if ic else 'nobody on call'}).\n" + text
+        seat = f"IC <@{ic}>" if ic else "no IC on call"
+        text = f"Opened by Firebreak for the remediation alarm (SEV{found.sev}, {seat}).\n" + text
     if problems:
         text += f"\n:warning: Opening it went only part-way: {'; '.join(problems)}."
     audit: dict[str, object] = {

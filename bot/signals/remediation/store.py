@@ -90,7 +90,16 @@ class AlarmStore:
         claim_until: float,
     ) -> Observation:
         nodes = json.dumps([[name, -1 if since is None else since] for name, since in out])
-        args = [repr(now), repr(window), per_window, repr(same_node), repr(quiet), KEEP_S, repr(claim_until), nodes]
+        args: list[str | int] = [
+            repr(now),
+            repr(window),
+            per_window,
+            repr(same_node),
+            repr(quiet),
+            KEEP_S,
+            repr(claim_until),
+            nodes,
+        ]
         code, count, burst, more, repeats, reason = await self._observe(keys=_keys(cell), args=args)
         return Observation(
             Observed(int(code)), int(count), int(burst), int(more), _names(text(repeats)), text(reason) or ""
@@ -125,7 +134,7 @@ class AlarmStore:
     async def recent(self, cell: str, since: float) -> list[str]:
         """The nodes that went out since ``since`` (oldest first; a node twice, twice)."""
         members = await self.r.zrangebyscore(_keys(cell)[3], repr(since), "+inf")
-        return [(text(m) or "").rpartition("|")[0] for m in members]
+        return [(m.decode() if isinstance(m, bytes) else str(m)).rpartition("|")[0] for m in members]
 
 
 def store(svc: Services) -> AlarmStore:

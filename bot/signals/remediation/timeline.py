@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from bot.core.timeline import CommandDetail, who
 
 
@@ -10,8 +12,8 @@ class AlarmSeen(CommandDetail):
     cell: str = ""
     reason: str = ""
     count: int = 0
-    repeats: list[str] = []
-    offered: list[str] = []
+    repeats: list[str] = Field(default_factory=list)
+    offered: list[str] = Field(default_factory=list)
     ic: str | None = None
     sev: int | None = None
 

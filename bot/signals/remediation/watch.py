@@ -103,7 +103,7 @@ async def _incident(svc: Services, p: Pending) -> Incident | None:
             return inc
     open_ = await incidents.open_with_cell(p.cell)
     plain = [i for i in open_ if not (i.alert_group or "").startswith(signal_rules.SECURITY_PREFIX) and not i.private]
-    return (plain or [None])[0]
+    return plain[0] if plain else None
 
 
 async def _alarm(svc: Services, p: Pending, found: list[outofservice.OutNode], now: float) -> None:
