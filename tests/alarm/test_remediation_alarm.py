@@ -192,3 +192,31 @@ async def test_two_replicas_seeing_the_same_cordons_post_one_alarm(app, fleet, s
         assert len(await alarm_entries(app)) == 1
     finally:
         await other.stop()
+
+
+async def test_a_post_slack_refused_is_posted_at_the_next_poll_once(app, fleet):
+    inc = await app.declare(cells=(CELL,))
+    await start_hooks(app)
+    await cordon(fleet, *[node(i) for i in range(21)])
+    app.slack.fail_next("chat.postMessage", "ratelimited_for_good")
+    await poll(app)
+    assert alarms(app, inc.channel_id) == []
+    (failed,) = await alarm_entries(app)
+    assert failed["detail"]["result"] == "error" and failed["detail"]["slack_error"] == "ratelimited_for_good", failed
+    await poll(app)  # nothing new went out, but the alarm is still owed
+    await poll(app)  # and posted already: not again
+    assert len(alarms(app, inc.channel_id)) == 1
+    assert [e["detail"]["result"] for e in await alarm_entries(app)] == ["error", "ok"]
+
+
+async def test_one_cell_unreadable_leaves_the_others_watched(app, cells):
+    """us-east-3 (listed first in the kubeconfig) answers 503 for its nodes; us-east-1 still alarms."""
+    for i in range(30):
+        cells.east1.put(samples.gpu_node(f"gpu-e1-{i:04d}", "us-east-1"))
+    inc = await app.declare(cells=("us-east-1",))
+    await start_hooks(app)
+    await cordon(cells, *[f"gpu-e1-{i:04d}" for i in range(21)], cell="us-east-1")
+    cells.east3.fail_next("GET", r"^/api/v1/nodes$", 503, times=10)
+    await poll(app)
+    assert len(alarms(app, inc.channel_id)) == 1
+    assert any(r.status == 503 for r in cells.east3.requests)  # it was asked, and failed
