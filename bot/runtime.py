@@ -37,6 +37,7 @@ from bot.scheduler import Job, Scheduler
 from bot.schema import Migration
 from bot.server import UNSIGNED, build_web
 from bot.signals import capability as signals
+from bot.signals.remediation import capability as remediation_alarm
 from bot.slack.app import build_bolt
 from bot.slack.gateway import SlackGateway, make_client
 from bot.slack.lane import Lane
@@ -54,6 +55,7 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
     levers.register,  # levers lever undo, lever settling, the open-levers status line
     approvals.register,  # breakglass, approve/deny, approval timers, grants for levers
     signals.register,  # POST /alertmanager: alerts open and join incidents, one summary per delivery
+    remediation_alarm.register,  # the remediation alarm: GPU nodes going out too fast in a cell, by anyone
     triage.register,  # triage (the PromQL set per cell), changed (six streams of what changed)
     postmortem.register,  # postmortem, cause, action (AI-n and their due-date reminders)
     intents.register,  # the core's repair of requests interrupted between intent and audit entry

@@ -3,7 +3,8 @@
     python -m tools.deploygen           # (re)write the files
     python -m tools.deploygen --check   # exit 1 naming each file that differs from what it would write
 
-RBAC (deploy/rbac) is the union of every lever's `needs` (levers/catalogue) and `changed`'s reads
+RBAC (deploy/rbac) is the union of every lever's `needs` (levers/catalogue), the remediation alarm's reads
+(bot/signals/remediation/access.py) and `changed`'s reads
 (bot/triage/access.py), narrowed by the policy: a cluster-scoped kind (nodes, ClusterQueues) and the
 reads of `changed` (every namespace's Rollouts, ReplicaSets, events) in the ClusterRole; every other
 need of a lever in a Role and RoleBinding in each namespace the lever acts in (policy `namespaces`,
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import yaml
 
 from bot.policy.levers import LeversPolicy
 from bot.policy.loader import load_policy
+from bot.signals.remediation.access import READS as ALARM_READS
 from bot.triage.access import READS
 from levers.apply import FENCE
 from levers.base import Access, Lever
@@ -100,7 +102,12 @@ def lever_namespaces(lever: Lever, policy: LeversPolicy) -> list[str]:
 Grants = dict[tuple[str, str, str, str | None, str | None], set[str]]
 
 
-def grants(levers: Iterable[Lever], reads: Iterable[Access], policy: LeversPolicy) -> Grants:
+def grants(
+    levers: Iterable[Lever],
+    reads: Iterable[Access],
+    policy: LeversPolicy,
+    also: Mapping[str, Iterable[Access]] | None = None,
+) -> Grants:
     """Every permission Firebreak needs, cluster-wide or per namespace; a namespaced need already met by
     a cluster-wide one (rollout-abort's ReplicaSets list, which `changed` lists everywhere) is dropped."""
     levers = list(levers)
@@ -114,6 +121,9 @@ def grants(levers: Iterable[Lever], reads: Iterable[Access], policy: LeversPolic
 
     for a in reads:
         add(a, "changed", None)
+    for who, more in (also or {}).items():  # other cluster-wide readers, by name (the remediation alarm)
+        for a in more:
+            add(a, who, None)
     for lever in levers:
         for a in lever.needs:
             if (a.group, a.resource.split("/")[0]) in cluster:
@@ -171,8 +181,13 @@ def _subjects() -> str:
     return f"subjects:\n  - kind: ServiceAccount\n    name: {SA_NAME}\n    namespace: {SA_NAMESPACE}\n"
 
 
-def rbac_files(levers: Iterable[Lever], reads: Iterable[Access], policy: LeversPolicy) -> dict[str, str]:
-    g = grants(levers, reads, policy)
+def rbac_files(
+    levers: Iterable[Lever],
+    reads: Iterable[Access],
+    policy: LeversPolicy,
+    also: Mapping[str, Iterable[Access]] | None = None,
+) -> dict[str, str]:
+    g = grants(levers, reads, policy, also)
     namespaces = sorted({k[4] for k in g if k[4] is not None})
     clusterrole = (
         HEADER
@@ -702,7 +717,7 @@ def files(policy: LeversPolicy | None = None) -> dict[str, str]:
     if policy is None:
         policy = load_policy(REPO / "policies", levers=list(LEVERS)).levers
     levers = list(LEVERS.values())
-    return {**rbac_files(levers, READS, policy), **admission_files(policy, levers)}
+    return {**rbac_files(levers, READS, policy, {"remediation alarm": ALARM_READS}), **admission_files(policy, levers)}
 
 
 def differing(root: Path = REPO) -> list[str]:

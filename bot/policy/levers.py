@@ -111,6 +111,17 @@ class QuarantinePolicy(Strict):
     return_gate: ReturnGatePolicy = ReturnGatePolicy()
 
 
+class RemediationAlarmPolicy(Strict):
+    """The remediation alarm (bot/signals/remediation): GPU nodes going out of service in a cell, by
+    anyone (Firebreak, NodeHealthCheck, kubectl, the cloud), faster than a person would take them out."""
+
+    per_hour: int = Field(default=20, ge=1)  # more than this many in any rolling hour alarms
+    same_node_minutes: float = Field(default=90, gt=0)  # one node going out twice within this alarms
+    quiet_minutes: float = Field(default=60, gt=0)  # a burst is over after this long with no node going out
+    poll_seconds: float = Field(default=30, gt=0)  # how often each cell's GPU nodes are read
+    sev: int = Field(default=3, ge=1, le=4)  # the SEV of the incident it opens when the cell has none open
+
+
 class KillswitchPolicy(Strict):
     configmap: str = "toolgw/toolgw-flags"
     key_format: str = "{tenant}.max_side_effect"
@@ -147,6 +158,7 @@ class LeversPolicy(Strict):
     headroom: HeadroomPolicy
     node_quarantine: QuarantinePolicy = QuarantinePolicy()
     killswitch: KillswitchPolicy = KillswitchPolicy()
+    remediation_alarm: RemediationAlarmPolicy = RemediationAlarmPolicy()
 
     @field_validator("levers")
     @classmethod

@@ -1,4 +1,4 @@
-"""Every lever, and `changed`, against the fake API server with ONLY the rules of the rendered
+"""Every lever, `changed` and the remediation alarm, against the fake API server with ONLY the rules of the rendered
 ClusterRole and Roles (world/fbworld/kube answers 403 as RBAC would, a Role's rules only in its
 namespace): dry run, pull, verify and undo each, and nothing is forbidden. And every permission
 deploy/rbac grants is used by some call: the grant is exactly what the code does, checked on the wire
@@ -12,6 +12,7 @@ import re
 import pytest
 import yaml
 
+from bot.signals.remediation import watch
 from fbworld.kube import FakeKubeCluster, Rule, samples
 from fbworld.kube.auth import request_info
 from levers import hooks
@@ -139,6 +140,22 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
     shown = yaml.safe_dump(post["blocks"])
     assert "Warning events" in shown and "403" not in shown and "Forbidden" not in shown, shown
 
+    # The remediation alarm: each cell's GPU nodes every poll and, to offer remediation-pause, the
+    # NodeHealthChecks. One node out twice in a few minutes makes it post.
+    await watch.watch_all(app.services)
+    for unschedulable in (True, False, True):
+        node = east3.get("node", "gpu-a3-0002")
+        node["spec"]["unschedulable"] = unschedulable
+        east3.put(node)
+        app.clock.advance(60)
+        await watch.watch_all(app.services)
+    alarm = [
+        str(m.get("text", ""))
+        for m in app.slack.messages(inc.channel_id)
+        if "*Remediation alarm, " in str(m.get("text", ""))
+    ]
+    assert len(alarm) == 1 and "`/incident lever remediation-pause nhc-gpu --cell us-east-3`" in alarm[0], alarm
+
     calls = [(c.name, r) for c in (east3, east1, fleet) for r in c.requests]
     forbidden = [(name, r.method, r.path) for name, r in calls if r.status == 403]
     assert not forbidden, forbidden
@@ -154,7 +171,9 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
     # A grant is used when a call fell under it: a cluster-wide one by a call in any namespace.
     grants = {(g, res, verb, None, ns) for g, res, verb, _, ns in granted(render("overlays/example"))}
     unused = {g for g in grants if not any(u[:3] == g[:3] and g[4] in (None, u[4]) for u in used)}
-    assert unused == set(), f"granted, but no lever or `changed` called it: {sorted(unused, key=str)}"
+    assert unused == set(), (
+        f"granted, but no lever, `changed` or the remediation alarm called it: {sorted(unused, key=str)}"
+    )
     uncovered = {u for u in used if not any(u[:3] == g[:3] and g[4] in (None, u[4]) for g in grants)}
     assert uncovered == set()
 

@@ -16,6 +16,7 @@ import yaml
 
 from bot.policy.levers import LeversPolicy
 from bot.policy.loader import load_policy
+from bot.signals.remediation.access import READS as ALARM_READS
 from bot.triage.access import READS
 from levers.base import Access, Lever
 from levers.catalogue import LEVERS
@@ -117,7 +118,9 @@ def where(lever: Lever, pol: LeversPolicy) -> list[str | None]:
 
 
 def needed(
-    levers: Iterable[Lever] | None = None, reads: Iterable[Access] = READS, pol: LeversPolicy | None = None
+    levers: Iterable[Lever] | None = None,
+    reads: Iterable[Access] = (*READS, *ALARM_READS),
+    pol: LeversPolicy | None = None,
 ) -> set[Grant]:
     """What Firebreak's code says it calls in a cell: each lever's `needs` where the policy says it acts
     (every need of a lever on a namespaced kind is in its target's namespace), and `changed`'s reads
