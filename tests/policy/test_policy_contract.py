@@ -15,6 +15,7 @@ SYSTEM_ONLY = {
     "escalate",
     "handoff_nudge",
     "lever_settle",
+    "remediation_alarm",
     "remind",
 }
 
