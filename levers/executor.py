@@ -10,6 +10,7 @@ settles the request if this process dies in flight is armed before the claim
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +120,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             fresh = await priced(lever, ctx, obj, plan)
             moves = approved.moved(fresh, ctx.policy.price.tolerance)
             if moves and rec.needs_approval:
-                return await _price_moved(svc, rec, plan, fresh, moves)
+                return await _price_moved(svc, rec, lever, ctx, obj, fresh, moves)
             # Within the tolerance (or nobody but policy approved it): it runs on the approved price.
             plan.price = approved
         if plan.digest() != rec.digest:
@@ -180,14 +181,19 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         )
 
 
-async def _price_moved(svc: Services, rec: LeverRequest, plan: Plan, fresh: Price, moves: list[str]) -> ExecResult:
+async def _price_moved(
+    svc: Services, rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any], fresh: Price, moves: list[str]
+) -> ExecResult:
     """The price moved beyond the policy's tolerance since it was approved: this request goes stale
     (its compare-and-set from executing) and a new one, with the new price, asks for approval."""
     store = lever_store(svc)
+    new_id = await store.next_id()
+    # The new request's own plan: its provenance annotations name it, not the stale one.
+    plan = await lever.plan(dataclasses.replace(ctx, req_id=new_id), obj)
     plan.price = fresh
     again = rec.model_copy(
         update={
-            "id": await store.next_id(),
+            "id": new_id,
             "state": LeverState.pending_approval,
             "plan": plan.to_record(),
             "pre_state": plan.pre_state,
