@@ -244,8 +244,7 @@ async def _record(
         actor=rec.requester,
         incident=rec.incident,
         detail={
-            "request": rec.id,
-            "lever": rec.lever,
+            **rec.ids(),
             "calls": [c.to_dict() for c in plan.calls],
             "pre_state": plan.pre_state,
             "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),

@@ -174,3 +174,66 @@ async def test_a_checkpoint_query_with_several_series_for_one_job_is_said_and_no
     assert hours.value is None
     assert "the checkpoint query returns 2 series for this one job (it must return one)" in hours.how
     assert "is not an RFC 3339 time" in hours.how
+
+
+def gang_pod(i: int, node: str, jobset: str = NAME) -> dict:
+    pod = samples.pod(NS, f"{jobset}-workers-0-{i}")
+    pod["metadata"]["labels"] = {
+        "jobset.sigs.k8s.io/jobset-name": jobset,
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+    }
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+async def test_node_quarantine_prices_the_gangs_with_pods_on_the_node(app, cells):
+    cell = cells.east3
+    js = cell.put(with_checkpoint(samples.kueue_jobset(), iso(T0 - 2400)))
+    cell.put(samples.workload_for(js))
+    other = cell.put(with_checkpoint(samples.jobset(name="finetune-70b"), iso(T0 - 600)))
+    node = "gpu-a3-0003"
+    cell.put(gang_pod(0, node))
+    cell.put(gang_pod(1, node))  # one gang, however many of its pods are there
+    cell.put(gang_pod(0, "gpu-a3-0004", jobset=other["metadata"]["name"]))  # another node: not hit
+    lone = samples.pod(NS, "notebook-0")
+    lone["spec"]["nodeName"] = node  # not a training gang: no JobSet to price
+    cell.put(lone)
+    inc = await app.declare(roles={"ops": OPS})
+    # A node with no gang on it costs no training progress, and says so (nothing guessed).
+    out = await say(
+        app, "lever node-quarantine gpu-a3-0005 --cell us-east-3 reason=xid79 --dry-run", OPS, inc.channel_id
+    )
+    assert "no training gang has pods on gpu-a3-0005 (namespaces read: train-llm)" in out, out
+    out = await say(app, f"lever node-quarantine {node} --cell us-east-3 reason=xid79", OPS, inc.channel_id)
+    assert "applied and verified" in out, out
+    price = stored_price(await lever_store(app.services).get("REQ-2"))
+    assert {c.what for c in price.costs} == {f"JobSet {NS}/{NAME} (pods on {node})"}
+    assert price.total("GPUs") == 512 and price.total("GPU-hours") == pytest.approx(341.33, 0.01)
+    [announced] = [m["text"] for m in app.slack.messages(inc.channel_id) if "applying now" in m["text"]]
+    assert f"JobSet {NS}/{NAME} (pods on {node}): 341 GPU-hours (512 GPUs x 40 min" in announced, announced
+
+
+async def test_kueue_hold_drain_prices_the_workloads_it_evicts_and_holds(app, cells):
+    cell = cells.east3
+    js = cell.put(samples.kueue_jobset())
+    cell.put(samples.workload_for(js))  # admitted to research-h100: 512 GPUs
+    elsewhere = cell.put(samples.kueue_jobset(name="finetune-70b"))
+    cell.put(samples.workload_for(elsewhere, cluster_queue="prod-h100"))  # another queue: not evicted
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, "lever kueue-hold-drain research-h100 --cell us-east-3", OPS, inc.channel_id)
+    assert "needs approval" in out, out
+    for said in (
+        "ClusterQueue research-h100: workloads pending, not admitted while it holds: 3 workloads "
+        "(status.pendingWorkloads)",
+        "ClusterQueue research-h100: admitted workloads evicted: 1 workloads",
+        "ClusterQueue research-h100: admitted workloads evicted: 512 GPUs (their podSets)",
+    ):
+        assert said in out, out
+    [card] = [
+        m for m in app.slack.messages(inc.channel_id) if str(m.get("text", "")).startswith("REQ-1 needs approval")
+    ]
+    assert "512 GPUs" in str(card["blocks"]), card
+
+    out = await say(app, "lever kueue-hold research-h100 --cell us-east-3 --dry-run", OPS, inc.channel_id)
+    assert "1 admitted workloads (512 GPUs) keep running" in out, out
+    assert "evicted" not in out, out
