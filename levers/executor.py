@@ -115,14 +115,9 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         ctx = await for_record(svc, rec)
         obj = await ctx.kube.get(lever.path(ctx))
         plan = await lever.plan(ctx, obj)
+        # The plan is compared with the price it was approved at; the price itself just after.
         approved = Price.from_record(rec.plan.get("price"))
-        if approved is not None:
-            fresh = await priced(lever, ctx, obj, plan)
-            moves = approved.moved(fresh, ctx.policy.price.tolerance)
-            if moves and rec.needs_approval:
-                return await _price_moved(svc, rec, lever, ctx, obj, fresh, moves)
-            # Within the tolerance (or nobody but policy approved it): it runs on the approved price.
-            plan.price = approved
+        plan.price = approved
         if plan.digest() != rec.digest:
             again = " and approval" if rec.needs_approval else ""
             return await _finish(
@@ -135,6 +130,12 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
                 False,
                 reason="stale",
             )
+        if approved is not None and rec.needs_approval:
+            fresh = await priced(lever, ctx, obj, plan)
+            if moves := approved.moved(fresh, ctx.policy.price.tolerance):
+                return await _price_moved(svc, rec, lever, ctx, obj, fresh, moves)
+            # Within the tolerance it runs on the approved price (a request only policy approved
+            # runs on the price it was planned at, a moment ago).
         await lever.check(ctx, plan, obj)
         await lever.reserve(ctx, plan)
     except (LeverRefusal, UnknownCell, Changed) as e:

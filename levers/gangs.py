@@ -138,27 +138,24 @@ async def gang_costs(ctx: Ctx, js: dict[str, Any], wl: dict[str, Any] | None, hi
         gpus = workload_gpus(wl) if wl is not None else jobset_gpus(js)
     except (Unreadable, ValueError, TypeError) as e:
         why = str(e) if isinstance(e, Unreadable) else "its replicas or parallelism are not numbers"
-        return [Cost(what=what, unit="GPUs", value=None, how=why), Cost(what=what, unit=GPU_HOURS, value=None, how=why)]
+        return [Cost(what=what, unit=GPU_HOURS, value=None, how=why), Cost(what=what, unit="GPUs", value=None, how=why)]
     source = f"Workload {wl['metadata']['name']} podSets" if wl is not None else "replicas x parallelism x GPUs/pod"
-    costs = [Cost(what=what, unit="GPUs", value=gpus, how=source)]
     at, how = await last_checkpoint(ctx, js)
     now = ctx.svc.clock.now()
     if at is None:
-        costs.append(Cost(what=what, unit=GPU_HOURS, value=None, how=f"last checkpoint unknown: {how}"))
+        lost = Cost(what=what, unit=GPU_HOURS, value=None, how=f"last checkpoint unknown: {how}")
     elif at > now:
-        costs.append(Cost(what=what, unit=GPU_HOURS, value=None, how=f"{how} is in the future"))
+        lost = Cost(what=what, unit=GPU_HOURS, value=None, how=f"the last checkpoint ({how}) is in the future")
     else:
         minutes = (now - at) / 60
-        costs.append(
-            Cost(
-                what=what,
-                unit=GPU_HOURS,
-                value=gpus * minutes / 60,
-                how=f"{gpus} GPUs x {minutes:.0f} min since the last checkpoint ({how})",
-            )
+        lost = Cost(
+            what=what,
+            unit=GPU_HOURS,
+            value=gpus * minutes / 60,
+            how=f"{gpus} GPUs x {minutes:.0f} min since the last checkpoint ({how})",
         )
-    return costs
+    return [lost, Cost(what=what, unit="GPUs", value=gpus, how=source)]
 
 
 def figure_gpus(gpus: int | None) -> str:
-    return "unknown GPUs" if gpus is None else f"{gpus} GPUs"
+    return "unknown GPUs" if gpus is None else f"{gpus} GPU" + ("" if gpus == 1 else "s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.chat.text import code_block
+from bot.chat.text import code_block, literal
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
@@ -53,10 +53,16 @@ def server_said(answers: list[dict[str, Any]]) -> str:
     return f"The API server REFUSED it (dryRun=All), so a real pull would fail: {said}."
 
 
-def price_text(rec: LeverRequest) -> str:
-    """The request's price line (levers/price.py), or that it has none (planned before prices)."""
+def price_line(rec: LeverRequest) -> str:
+    """The request's price as raw text (levers/price.py), or that it has none (planned before prices).
+    It holds cluster data (an annotation's value): chat text goes through price_text."""
     price = Price.from_record(rec.plan.get("price"))
     return price.text() if price is not None else "Price: not stated."
+
+
+def price_text(rec: LeverRequest) -> str:
+    """The price made inert for chat (bot/chat/text.py literal: nothing in an annotation pings or links)."""
+    return literal(price_line(rec))
 
 
 def applying(rec: LeverRequest) -> str:

@@ -71,15 +71,23 @@ class Price(BaseModel):
         return out
 
     def text(self) -> str:
-        """The price in one short paragraph, as the channel, the card and the postmortem show it."""
+        """The price in one short paragraph, as the channel, the card and the postmortem show it: the
+        figures of one object together, then the GPU-hours in all (when several), then the notes.
+        Raw text (cluster data in it): a chat surface escapes it (levers/messages.py)."""
         if not self.costs and not self.notes:
             return "Price: nothing to state."
-        lines = [f"{c.what}: {figure(c.value, c.unit)}" + (f" ({c.how})" if c.how else "") for c in self.costs]
+        grouped: dict[str, list[Cost]] = {}
+        for c in self.costs:
+            grouped.setdefault(c.what, []).append(c)
+        parts = [
+            f"{what}: " + ", ".join(figure(c.value, c.unit) + (f" ({c.how})" if c.how else "") for c in costs)
+            for what, costs in grouped.items()
+        ]
         hours = [c for c in self.costs if c.unit == GPU_HOURS]
         if len(hours) > 1:
-            lines.append(f"in all: {figure(self.total(GPU_HOURS), GPU_HOURS)}")
-        lines += list(self.notes)
-        return "Price: " + "; ".join(lines) + "."
+            parts.append(f"in all: {figure(self.total(GPU_HOURS), GPU_HOURS)}")
+        parts += list(self.notes)
+        return "Price: " + "; ".join(parts) + "."
 
 
 def figure(value: float | None, unit: str) -> str:
@@ -88,4 +96,4 @@ def figure(value: float | None, unit: str) -> str:
     if value is None:
         return f"unknown {unit}"
     shown = f"{value:,.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.1f}"
-    return f"{shown} {unit}"
+    return f"{shown} {unit.removesuffix('s') if value == 1 else unit}"  # 1 workload, 1 GPU

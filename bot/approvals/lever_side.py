@@ -45,7 +45,7 @@ def _detail(rec: LeverRequest) -> dict[str, Any]:
         "effect": plan.get("effect"),
         "pre_state": rec.pre_state,
         "reasons": list(rec.needs_approval or []),
-        "price": messages.price_text(rec),
+        "price": messages.price_line(rec),  # the card escapes it (views)
     }
 
 

@@ -57,7 +57,8 @@ class _StopPolicy(Lever):
             costs.append(Cost(what=what, unit="workloads", value=admitted, how=how))
             costs.append(Cost(what=what, unit="GPUs", value=gpus, how="their podSets" if gpus is not None else missing))
         elif admitted is not None:
-            notes.append(f"{admitted} admitted workloads ({gangs.figure_gpus(gpus)}) keep running")
+            keep = "workloads keep" if admitted != 1 else "workload keeps"
+            notes.append(f"{admitted} admitted {keep} running ({gangs.figure_gpus(gpus)})")
         return Price(costs=tuple(costs), notes=tuple(notes))
 
     async def _admitted(self, ctx: Ctx, queue: str) -> tuple[int | None, int | None, str]:

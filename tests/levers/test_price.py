@@ -122,14 +122,14 @@ async def test_a_kueue_jobset_is_priced_from_its_workload_and_the_checkpoint_que
         f"JobSet {NS}/{NAME}: 107 GPU-hours (256 GPUs x 25 min since the last checkpoint (the checkpoint query))"
         in (out)
     ), out
-    assert f"JobSet {NS}/{NAME}: 256 GPUs (Workload {wl['metadata']['name']} podSets)" in out, out
+    assert f"), 256 GPUs (Workload {wl['metadata']['name']} podSets)" in out, out
 
 
 async def test_a_jobset_without_the_checkpoint_annotation_is_unknown(app, cells):
     inc = await app.declare(roles={"ops": OPS})
     out = await say(app, PULL + " --dry-run", OPS, inc.channel_id)  # the seeded JobSet: no annotation
     assert f"JobSet {NS}/{NAME}: unknown GPU-hours (last checkpoint unknown: no {CHECKPOINT} annotation)" in out
-    assert f"JobSet {NS}/{NAME}: 512 GPUs" in out, out
+    assert "annotation), 512 GPUs (replicas x parallelism x GPUs/pod)" in out, out
 
 
 @pytest.mark.parametrize("policy_overrides", overrides(checkpoint_annotation=None))
@@ -159,6 +159,17 @@ async def test_a_checkpoint_annotation_that_is_not_a_time_is_said_and_not_guesse
     [hours] = [c for c in price.costs if c.unit == "GPU-hours"]
     assert hours.value is None
     assert f"annotation {CHECKPOINT}='yesterday, around lunch' is not an RFC 3339 time" in hours.how
+
+
+async def test_an_annotation_that_would_ping_the_channel_is_shown_inert(app, cells):
+    cell = cells.east3
+    cell.put(with_checkpoint(samples.jobset(), "<!channel> <https://evil.example|checkpoint>"))
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, PULL, OPS, inc.channel_id)
+    assert "applied and verified" in out, out
+    [announced] = [m["text"] for m in app.slack.messages(inc.channel_id) if "applying now" in m["text"]]
+    assert "'&lt;!channel&gt; &lt;https://evil.example|checkp…' is not an RFC 3339 time" in announced, announced
+    assert "<!channel>" not in announced and "<https://" not in announced, announced
 
 
 @pytest.mark.parametrize("policy_overrides", overrides(checkpoint_query=QUERY))
@@ -225,8 +236,8 @@ async def test_kueue_hold_drain_prices_the_workloads_it_evicts_and_holds(app, ce
     for said in (
         "ClusterQueue research-h100: workloads pending, not admitted while it holds: 3 workloads "
         "(status.pendingWorkloads)",
-        "ClusterQueue research-h100: admitted workloads evicted: 1 workloads",
-        "ClusterQueue research-h100: admitted workloads evicted: 512 GPUs (their podSets)",
+        "ClusterQueue research-h100: admitted workloads evicted: 1 workload (status.admission.clusterQueue of "
+        "the Workloads in train-llm), 512 GPUs (their podSets)",
     ):
         assert said in out, out
     [card] = [
@@ -235,5 +246,5 @@ async def test_kueue_hold_drain_prices_the_workloads_it_evicts_and_holds(app, ce
     assert "512 GPUs" in str(card["blocks"]), card
 
     out = await say(app, "lever kueue-hold research-h100 --cell us-east-3 --dry-run", OPS, inc.channel_id)
-    assert "1 admitted workloads (512 GPUs) keep running" in out, out
+    assert "1 admitted workload keeps running (512 GPUs)" in out, out
     assert "evicted" not in out, out

@@ -54,7 +54,7 @@ async def test_the_mitigations_cost_section_lists_each_lever_and_sums_the_gpu_ho
 
     lines = section(await build(app.services, inc.id))
     assert lines[0].startswith(
-        "- REQ-1 `jobset-suspend` train-llm/pretrain-405b (us-east-3): JobSet train-llm/pretrain-405b: 512 GPUs"
+        "- REQ-1 `jobset-suspend` train-llm/pretrain-405b (us-east-3): JobSet train-llm/pretrain-405b: 341 GPU-hours"
     ), lines
     assert "341 GPU-hours (512 GPUs x 40 min since the last checkpoint" in lines[0], lines
     assert lines[1].startswith("- REQ-2 `node-quarantine` gpu-a3-0003 (us-east-3): "), lines
