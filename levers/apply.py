@@ -63,6 +63,7 @@ async def apply_plan(lever: Lever, ctx: Ctx, plan: Plan) -> tuple[Plan, dict[str
                 raise NotApplied(e) from None
             obj = await ctx.kube.get(lever.path(ctx))
             fresh = await lever.plan(ctx, obj)
+            fresh.price = plan.price  # the retry runs at the price it was pulled at; only the object may differ
             if fresh.digest() != plan.digest():
                 raise Changed(
                     f"{ctx.target} changed while Firebreak was writing ({messages.api_error(e)}); nothing applied. "

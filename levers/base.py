@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bot.chat import quote
 from bot.core.services import Services
 from bot.policy.levers import LeverRule, LeversPolicy
-from levers.kube import CellClient
+from levers.kube import CellClient, KubeError
 from levers.plan import JSON_PATCH, MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
 from levers.price import Price
 
@@ -278,6 +278,15 @@ class Lever(ABC):
             body,
             kubectl_patch(ctx.context, self.kind.resource, ctx.target.name, ctx.target.namespace, "merge", body, sub),
         )
+
+
+async def priced(lever: Lever, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+    """The lever's price, read now; an API error while reading it is said in the price (the lever
+    still plans: a price is information for the people deciding, not a gate)."""
+    try:
+        return await lever.price(ctx, obj, plan)
+    except KubeError as e:
+        return Price(notes=(f"the price could not be read: {e}",))
 
 
 def rule_of(policy: LeversPolicy, lever: Lever) -> LeverRule:

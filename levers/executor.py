@@ -10,6 +10,7 @@ settles the request if this process dies in flight is armed before the claim
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +22,12 @@ from bot.core.posts import announce
 from bot.core.services import Services
 from levers import authz, evidence, gitops, hooks, inflight, messages, resolve
 from levers.apply import Changed, NotApplied, apply_plan
-from levers.base import Ctx, Lever, LeverRefusal
+from levers.base import Ctx, Lever, LeverRefusal, priced
 from levers.catalogue import LEVERS
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
 from levers.plan import Plan
+from levers.price import Price
 from levers.requests import LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store
 
@@ -113,6 +115,9 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         ctx = await for_record(svc, rec)
         obj = await ctx.kube.get(lever.path(ctx))
         plan = await lever.plan(ctx, obj)
+        # The plan is compared with the price it was approved at; the price itself just after.
+        approved = Price.from_record(rec.plan.get("price"))
+        plan.price = approved
         if plan.digest() != rec.digest:
             again = " and approval" if rec.needs_approval else ""
             return await _finish(
@@ -125,6 +130,12 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
                 False,
                 reason="stale",
             )
+        if approved is not None and rec.needs_approval:
+            fresh = await priced(lever, ctx, obj, plan)
+            if moves := approved.moved(fresh, ctx.policy.price.tolerance):
+                return await _price_moved(svc, rec, lever, ctx, obj, fresh, moves)
+            # Within the tolerance it runs on the approved price (a request only policy approved
+            # runs on the price it was planned at, a moment ago).
         await lever.check(ctx, plan, obj)
         await lever.reserve(ctx, plan)
     except (LeverRefusal, UnknownCell, Changed) as e:
@@ -141,6 +152,9 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         return await _finish(
             svc, rec, LeverState.failed, messages.failed(rec, f"{why}; nothing changed"), False, reason=why, code=e.code
         )
+    # The plan and its price go to the incident channel before the write, whoever pulled it.
+    if warn := await announce(svc, rec.incident, messages.applying(rec)):
+        log.warning("lever_plan_not_announced", request=rec.id, warning=warn)
     # The object as this run saw it, kept before the write (its digest goes into lever.apply).
     kept = await evidence.capture(svc, ctx, rec, obj)
     try:
@@ -168,6 +182,52 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
         )
 
 
+async def _price_moved(
+    svc: Services, rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any], fresh: Price, moves: list[str]
+) -> ExecResult:
+    """The price moved beyond the policy's tolerance since it was approved: this request goes stale
+    (its compare-and-set from executing) and a new one, with the new price, asks for approval."""
+    store = lever_store(svc)
+    new_id = await store.next_id()
+    # The new request's own plan: its provenance annotations name it, not the stale one.
+    plan = await lever.plan(dataclasses.replace(ctx, req_id=new_id), obj)
+    plan.price = fresh
+    again = rec.model_copy(
+        update={
+            "id": new_id,
+            "state": LeverState.pending_approval,
+            "plan": plan.to_record(),
+            "pre_state": plan.pre_state,
+            "digest": plan.digest(),
+            "created_at": svc.clock.now(),
+            "approved_by": None,
+            "approved_at": None,
+            "started_at": None,
+            "notes": [*plan.notes, f"re-asked: the price of {rec.id} moved since it was approved"],
+            "result": {},
+        }
+    )
+    await store.create(again)
+    pct = f"{svc.policy.levers.price.tolerance:.0%}"
+    out = await _finish(
+        svc,
+        rec,
+        LeverState.stale,
+        f"{rec.label}: not applied: its price moved by more than {pct} since it was approved "
+        f"({'; '.join(moves)}). {again.id} asks for approval at the new price; nothing changed.",
+        False,
+        reason="price moved",
+        moved=moves,
+        price=fresh.to_record(),
+        again=again.id,
+    )
+    inc = await svc.incidents.get(rec.incident)
+    if inc is not None:
+        for ask in svc.registry.hooked(hooks.APPROVAL_REQUESTED):
+            await ask(svc, inc, again)
+    return out
+
+
 async def _record(
     svc: Services,
     rec: LeverRequest,
@@ -185,12 +245,12 @@ async def _record(
         actor=rec.requester,
         incident=rec.incident,
         detail={
-            "request": rec.id,
-            "lever": rec.lever,
+            **rec.ids(),
             "calls": [c.to_dict() for c in plan.calls],
             "pre_state": plan.pre_state,
             "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),
             "approved_by": approver,
+            "price": rec.plan.get("price"),
             "evidence": {"sha256": kept.digest, "events": len(kept.record["events"])},
         },
     )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.chat.text import code_block
+from bot.chat.text import code_block, literal
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
+from levers.price import Price
 from levers.requests import LeverRequest, LeverState
 
 NOT_PULLED = "Not pulled, nothing changed: "
@@ -52,8 +53,29 @@ def server_said(answers: list[dict[str, Any]]) -> str:
     return f"The API server REFUSED it (dryRun=All), so a real pull would fail: {said}."
 
 
+def price_line(rec: LeverRequest) -> str:
+    """The request's price as raw text (levers/price.py), or that it has none (planned before prices).
+    It holds cluster data (an annotation's value): chat text goes through price_text."""
+    price = Price.from_record(rec.plan.get("price"))
+    return price.text() if price is not None else "Price: not stated."
+
+
+def price_text(rec: LeverRequest) -> str:
+    """The price made inert for chat (bot/chat/text.py literal: nothing in an annotation pings or links)."""
+    return literal(price_line(rec))
+
+
+def applying(rec: LeverRequest) -> str:
+    """Posted in the incident channel just before the write: what it does, and what it costs."""
+    who = f"approved by <@{rec.approved_by}>" if rec.approved_by and rec.approved_by != "policy" else "within policy"
+    return (
+        f"{rec.label}: applying now ({who}, asked by <@{rec.requester}>): {rec.plan.get('effect')}.\n"
+        f"{price_text(rec)}\nkubectl:\n{code_block(rec.plan.get('kubectl', ''))}"
+    )
+
+
 def dry_run(rec: LeverRequest) -> str:
-    notes = "".join(f"\n{n}" for n in rec.notes)
+    notes = "".join(f"\n{n}" for n in [price_text(rec), *rec.notes])
     approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
     server = f"\n{server_said(rec.result['dry_run'])}" if "dry_run" in rec.result else ""
     return (
@@ -83,7 +105,7 @@ def failed(rec: LeverRequest, reason: str) -> str:
 def needs_approval(rec: LeverRequest) -> str:
     return (
         f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
-        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet."
+        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet. {price_text(rec)}"
     )
 
 
@@ -111,4 +133,5 @@ def audit_plan(rec: LeverRequest) -> dict[str, Any]:
         "plan": rec.plan,
         "pre_state": rec.pre_state,
         "digest": rec.digest,
+        "price": rec.plan.get("price"),
     }

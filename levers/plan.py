@@ -132,6 +132,8 @@ class Plan:
         doc: dict[str, Any] = {"calls": calls, "pre_state": self.pre_state}
         if self.path:
             doc["path"] = self.path
+        if self.price is not None:  # the price approvers saw is part of what they approved
+            doc["price"] = self.price.to_record()
         return hashlib.sha256(canonical(doc).encode()).hexdigest()
 
 

@@ -48,3 +48,52 @@ class Price(BaseModel):
     @classmethod
     def from_record(cls, raw: object) -> Price | None:
         return cls.model_validate(raw) if raw else None
+
+    def moved(self, other: Price, tolerance: float) -> list[str]:
+        """How `other` (read later) differs from this price by more than `tolerance` (a fraction of each
+        figure): a figure gone, new, turned unknown or known, or changed by more than that. [] when not."""
+        mine = {(c.what, c.unit): c.value for c in self.costs}
+        theirs = {(c.what, c.unit): c.value for c in other.costs}
+        out: list[str] = []
+        for key in [*mine, *(k for k in theirs if k not in mine)]:
+            what, unit = key
+            if key not in theirs:
+                out.append(f"{what}: {figure(mine[key], unit)} is no longer a cost")
+                continue
+            if key not in mine:
+                out.append(f"{what}: {figure(theirs[key], unit)} is a new cost")
+                continue
+            a, b = mine[key], theirs[key]
+            if a is None and b is None:
+                continue
+            if a is None or b is None or abs(b - a) > tolerance * max(abs(a), abs(b)):
+                out.append(f"{what}: {figure(a, unit)} -> {figure(b, unit)}")
+        return out
+
+    def text(self) -> str:
+        """The price in one short paragraph, as the channel, the card and the postmortem show it: the
+        figures of one object together, then the GPU-hours in all (when several), then the notes.
+        Raw text (cluster data in it): a chat surface escapes it (levers/messages.py)."""
+        if not self.costs and not self.notes:
+            return "Price: nothing to state."
+        grouped: dict[str, list[Cost]] = {}
+        for c in self.costs:
+            grouped.setdefault(c.what, []).append(c)
+        parts = [
+            f"{what}: " + ", ".join(figure(c.value, c.unit) + (f" ({c.how})" if c.how else "") for c in costs)
+            for what, costs in grouped.items()
+        ]
+        hours = [c for c in self.costs if c.unit == GPU_HOURS]
+        if len(hours) > 1:
+            parts.append(f"in all: {figure(self.total(GPU_HOURS), GPU_HOURS)}")
+        parts += list(self.notes)
+        return "Price: " + "; ".join(parts) + "."
+
+
+def figure(value: float | None, unit: str) -> str:
+    """A figure as people read it: whole numbers from 10 up (341 GPU-hours), one decimal below; an
+    unread one is `unknown`, never 0."""
+    if value is None:
+        return f"unknown {unit}"
+    shown = f"{value:,.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.1f}"
+    return f"{shown} {unit.removesuffix('s') if value == 1 else unit}"  # 1 workload, 1 GPU

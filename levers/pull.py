@@ -16,7 +16,7 @@ from bot.chat import quote
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from levers import authz, gitops, hooks, messages
-from levers.base import Ctx, LeverRefusal, Target, params_of, version_of
+from levers.base import Ctx, LeverRefusal, Target, params_of, priced, version_of
 from levers.catalogue import LEVERS
 from levers.commands import PullLever
 from levers.executor import execute_approved
@@ -129,6 +129,7 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         await lever.check(ctx, plan, obj)
         if managed := gitops.plan_note(obj, gitops.window(ctx)):
             plan.notes.append(managed)
+        plan.price = await priced(lever, ctx, obj, plan)
     except LeverRefusal as e:
         raise Refusal(
             f"{ctx.req_id} {cmd.lever} {target} ({scope.label}) not pulled, nothing changed: {e}", request=ctx.req_id

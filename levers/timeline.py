@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
 
 from bot.core.timeline import CommandDetail, Detail, code
+from levers.price import Price
 from levers.requests import LeverEvent
 
 
@@ -46,9 +51,37 @@ class Kept(Detail):
 
 
 class ApplyEntry(LeverEntry):
-    """lever.apply: the write went out; its evidence (levers/evidence.py) was kept just before."""
+    """lever.apply: the write went out; its evidence (levers/evidence.py) was kept just before, and
+    the price it was pulled at (levers/price.py; None: pulled before prices were stated)."""
 
     evidence: Kept = Kept()
+    price: Price | None = None
+
+
+@dataclass(frozen=True)
+class Mitigation:
+    """One lever pulled (its write went out) and what it cost, for the postmortem."""
+
+    request: str
+    lever: str
+    target: str
+    cell: str | None
+    price: Price | None
+
+
+def mitigations(entries: Iterable[Mapping[str, Any]]) -> list[Mitigation]:
+    """Every lever whose write went out, in order, with the price it was pulled at (the postmortem's
+    "What the mitigations cost"; it reads the levers' entries only through this)."""
+    out = []
+    for e in entries:
+        if e.get("action") != APPLY.action:
+            continue
+        try:
+            d = ApplyEntry.model_validate(e.get("detail") or {})
+        except ValidationError:
+            d = ApplyEntry.model_validate({k: v for k, v in (e.get("detail") or {}).items() if k != "price"})
+        out.append(Mitigation(d.request, d.lever, d.target, d.cell, d.price))
+    return out
 
 
 Render = Callable[[LeverEntry, str], "str | None"]

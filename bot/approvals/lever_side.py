@@ -24,7 +24,7 @@ from bot.chat import quote
 from bot.clock import hhmm, iso
 from bot.core.request import SYSTEM_ACTOR, IncidentView
 from bot.core.services import Services
-from levers import executor, hooks
+from levers import executor, hooks, messages
 from levers.requests import LeverRequest, LeverState
 from levers.store import lever_store
 
@@ -45,6 +45,7 @@ def _detail(rec: LeverRequest) -> dict[str, Any]:
         "effect": plan.get("effect"),
         "pre_state": rec.pre_state,
         "reasons": list(rec.needs_approval or []),
+        "price": messages.price_line(rec),  # the card escapes it (views)
     }
 
 

@@ -101,10 +101,12 @@ def _facts(b: Ballot, what: str, blast: str) -> Fields:
 def _lever_body(b: Ballot) -> list[Part]:
     d = b.detail
     why = "; ".join(d.get("reasons") or []) or "policy requires a second person"
-    return [
+    parts: list[Part | None] = [
         Header(_cut(f"{b.id}: {d['lever']} needs approval", _HEADER)),
         _facts(b, f"{d['lever']} {quote(d['target'])}", _blast(d)),
         Section(_cut(f"*Why approval*: {why}", _SECTION)),
+        # What pulling it costs, read at plan time (levers/price.py): part of what is approved.
+        Section(_cut(f"*Price*\n{literal(d['price'])}", _SECTION)) if d.get("price") else None,
         # Cluster data (names, annotations in the pre-state) stays inside its block or span: escaped,
         # no backtick to end it (bot/chat/text.py), and cut inside the fence, never through it.
         Section(f"*kubectl equivalent*\n{code_block(d.get('kubectl', ''), 1200)}"),
@@ -116,12 +118,13 @@ def _lever_body(b: Ballot) -> list[Part]:
             (
                 _cut(
                     f"plan digest `{b.digest[:12]}` · the approval holds only for this plan "
-                    "and pre-state; if the target changes it will not run",
+                    "and pre-state (and price); if the target changes it will not run",
                     _SECTION,
                 ),
             )
         ),
     ]
+    return [p for p in parts if p is not None]
 
 
 def lever_request(b: Ballot, holder: Holders | None = None) -> Card:

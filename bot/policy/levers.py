@@ -135,6 +135,35 @@ class KillswitchPolicy(Strict):
         return v
 
 
+class PricePolicy(Strict):
+    """How a lever's price is read (levers/price.py, levers/gangs.py); policies/levers.yaml `price:`.
+
+    A training gang's last checkpoint: `checkpoint_query` first (PromQL answering the checkpoint's
+    Unix time for one job; `$namespace` and `$jobset` are the JobSet's, escaped), then the JobSet's
+    `checkpoint_annotation` (an RFC 3339 time). Neither answers: that gang's progress is unknown.
+    """
+
+    checkpoint_query: str | None = None
+    checkpoint_annotation: str | None = "training.corp/last-checkpoint"
+    # A price that moved by more than this fraction (of any one figure) between approval and
+    # execution needs a new approval (levers/executor.py); within it, the approved price stands.
+    tolerance: float = Field(default=0.10, ge=0)
+    timeout_seconds: float = Field(default=5, gt=0)
+
+    @field_validator("checkpoint_query")
+    @classmethod
+    def _per_job(cls, v: str | None) -> str | None:
+        if v is not None and "$jobset" not in v:
+            raise ValueError("the checkpoint query must contain $jobset (and usually $namespace): one job's figure")
+        return v
+
+    def render_checkpoint(self, namespace: str, jobset: str) -> str | None:
+        """The PromQL sent for one JobSet (its names escaped for their double-quoted strings)."""
+        if self.checkpoint_query is None:
+            return None
+        return Template(self.checkpoint_query).safe_substitute(namespace=escape(namespace), jobset=escape(jobset))
+
+
 class LeversPolicy(Strict):
     fleet_context: str = "global"
     cells: dict[str, str] = Field(default_factory=dict)  # cell -> kube context (default: same name)
@@ -159,6 +188,7 @@ class LeversPolicy(Strict):
     node_quarantine: QuarantinePolicy = QuarantinePolicy()
     killswitch: KillswitchPolicy = KillswitchPolicy()
     remediation_alarm: RemediationAlarmPolicy = RemediationAlarmPolicy()
+    price: PricePolicy = PricePolicy()
 
     @field_validator("levers")
     @classmethod

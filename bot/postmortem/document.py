@@ -1,6 +1,6 @@
 """The postmortem document: the facts gathered (``gather``), the figures worked out from them
-(``Figures``, pure) and the Markdown (``render``, pure): five `## ` sections, Summary, Timeline,
-Detection gap, Trigger and root cause, Action items.
+(``Figures``, pure) and the Markdown (``render``, pure): six `## ` sections, Summary, What the
+mitigations cost, Timeline, Detection gap, Trigger and root cause, Action items.
 
 `firebreak postmortem INC-n` prints ``await build(svc, inc_id)``; `/incident postmortem` posts
 the same bytes as a file (post.py). The output depends only on what is stored and, for an open
@@ -32,8 +32,17 @@ from bot.policy.roles import ROLES
 from bot.postmortem import figures as fig
 from bot.postmortem.impact import ImpactStart, earliest, evaluate
 from bot.postmortem.store import ActionItem, PostmortemFacts, actions, facts
+from levers.price import GPU_HOURS, figure
+from levers.timeline import mitigations
 
-SECTIONS = ("Summary", "Timeline", "Detection gap", "Trigger and root cause", "Action items")
+SECTIONS = (
+    "Summary",
+    "What the mitigations cost",
+    "Timeline",
+    "Detection gap",
+    "Trigger and root cause",
+    "Action items",
+)
 SHIPPING_KINDS = ("alert", "runbook", "guardrail", "gameday")
 
 
@@ -158,6 +167,7 @@ def render(g: Gathered) -> str:
         ]
     for title, body in (
         ("Summary", _summary(g, f)),
+        ("What the mitigations cost", _mitigations(g, f)),
         ("Timeline", _timeline(g, f)),
         ("Detection gap", _detection(g, f)),
         ("Trigger and root cause", _causes(g)),
@@ -238,6 +248,42 @@ def _summary(g: Gathered, f: Figures) -> list[str]:
             else ""
         ),
     ]
+    return out
+
+
+def _mitigations(g: Gathered, f: Figures) -> list[str]:
+    """Each lever pulled (its write went out) and its price as stated before it acted, the GPU-hours
+    they cost in all (unknown when any one is, never 0), apart from what the incident itself cost."""
+    pulled = mitigations(g.entries)
+    if not pulled:
+        return ["- No lever was pulled (nothing written to a cluster)."]
+    out = []
+    hours: list[float | None] = []
+    for m in pulled:
+        where = f" ({code(m.cell)})" if m.cell else ""
+        label = f"{code(m.request)} `{code(m.lever)}` {code(m.target)}{where}"
+        if m.price is None:
+            out.append(f"- {label}: price not stated (pulled before levers stated prices)")
+            hours.append(None)
+            continue
+        out.append(f"- {label}: {md(m.price.text().removeprefix('Price: '))}")
+        if any(c.unit == GPU_HOURS for c in m.price.costs):
+            hours.append(m.price.total(GPU_HOURS))
+    unknown = sum(1 for h in hours if h is None)
+    known = sum(h for h in hours if h is not None)
+    if not hours:
+        total = "none (no lever pulled has a price in GPU-hours)"
+    elif unknown:
+        total = (
+            f"unknown ({unknown} of {len(hours)} priced in GPU-hours could not be read; "
+            f"the others add up to {figure(known, GPU_HOURS)})"
+        )
+    else:
+        total = figure(known, GPU_HOURS)
+    out.append(f"- GPU-hours the mitigations cost in all: {total}")
+    lost = fig.thousands(f.gpu.total) if f.gpu.recorded else "not recorded"
+    failed = fig.thousands(g.pm.requests_failed) if g.pm.requests_failed is not None else "not recorded"
+    out.append(f"- Apart from what the incident cost (Summary): GPU-hours lost {lost} · requests failed {failed}")
     return out
 
 

@@ -14,16 +14,18 @@ import asyncio
 from typing import Any
 
 from bot.policy.levers import LeverRule
+from levers import gangs
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified
 from levers.catalogue.simple import merge_plan
 from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, merge_body, read, with_provenance
+from levers.price import Price
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 WORKLOAD = Kind("Workload", "kueue.x-k8s.io", "v1beta2", "workloads", namespaced=True, older=("v1beta1",))
 ACTIVE = "/spec/active"
 
 
-def _owned_by(wl: dict[str, Any], uid: str) -> bool:
+def owned_by(wl: dict[str, Any], uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in (wl.get("metadata") or {}).get("ownerReferences") or [])
 
 
@@ -65,7 +67,7 @@ class JobSetSuspend(Lever):
                 "If Kueue is not installed there, the label is stale: remove it and pull again."
             )
         listing = f"/apis/{WORKLOAD.group}/{version}/namespaces/{ns}/{WORKLOAD.plural}"
-        owned = [w for w in await ctx.kube.list_all(listing, {}) if _owned_by(w, uid)]
+        owned = [w for w in await ctx.kube.list_all(listing, {}) if owned_by(w, uid)]
         # A Workload being deleted (Kueue's finalizer holds it) no longer admits the JobSet.
         live = [w for w in owned if not w["metadata"].get("deletionTimestamp")]
         if not live:
@@ -82,6 +84,7 @@ class JobSetSuspend(Lever):
                 "Deactivate the right one by hand (spec.active=false)."
             )
         wl = live[0]
+        ctx.scratch["workload"] = wl  # its podSets are the gang's GPUs (price)
         name = wl["metadata"]["name"]
         changes: dict[str, Any] = {ACTIVE: False}
         pre: dict[str, Any] = {ACTIVE: read(wl, ACTIVE)}
@@ -99,6 +102,12 @@ class JobSetSuspend(Lever):
             meta={"workload": name},
             path=call.path,
         )
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The gang it stops: its GPUs and the GPU-hours since its last checkpoint (levers/gangs.py)."""
+        if obj.get("spec", {}).get("suspend") is True and not plan.path:
+            return Price(notes=(f"JobSet {ctx.target} is already suspended: no training progress to lose",))
+        return Price(costs=tuple(await gangs.gang_costs(ctx, obj, ctx.scratch.get("workload"))))
 
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
         landed = await super().verify(ctx, plan, after)

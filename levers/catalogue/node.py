@@ -18,11 +18,16 @@ from typing import Any
 from pydantic import field_validator
 
 from bot.policy.levers import LeverRule
-from levers import budgets, returngate
-from levers.base import Access, Ctx, Kind, Lever, NoParams, Verified
+from levers import budgets, gangs, returngate
+from levers.base import Access, Ctx, Kind, Lever, NoParams, Target, Verified
+from levers.catalogue.jobset import QUEUE_LABEL, WORKLOAD, JobSetSuspend, owned_by
 from levers.catalogue.simple import merge_plan
+from levers.kube import KubeError
 from levers.plan import ABSENT, ANNOTATIONS, LABELS, Plan, container_pre, is_absent, ptr, read, restore_ops
+from levers.price import Cost, Price
 
+POD = Kind("Pod", "", "v1", "pods", namespaced=True)
+JOBSET = JobSetSuspend.kind
 _VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 
 
@@ -80,7 +85,13 @@ class NodeQuarantine(Lever):
     default_rule = LeverRule(roles=["ops"])
     kind = Kind("Node", "", "v1", "nodes", namespaced=False)
     # get and patch the node (taint, labels, undo); list the GPU nodes for the quarantine floor (check).
-    needs = (Access.on(kind, "get", "list", "patch"),)
+    # The price: the pods on the node, their JobSets and Kueue Workloads, in the policy's namespaces.
+    needs = (
+        Access.on(kind, "get", "list", "patch"),
+        Access.on(POD, "list"),
+        Access.on(JOBSET, "get"),
+        Access.on(WORKLOAD, "list"),
+    )
     summary = "taint a node <key>=<reason>:NoSchedule + reason/ticket labels, within the cell's budget"
     Params = QuarantineParams
     usage = "reason=<xid79> [ticket=<INC-7>]"
@@ -99,6 +110,46 @@ class NodeQuarantine(Lever):
             ptr("metadata", "labels", f"{key}-ticket"): ticket,
         }
         return merge_plan(self, ctx, obj, changes, f"tainted {key}={p.reason}:NoSchedule, ticket {ticket}", pre)
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The training gangs with pods on the node: their GPUs and the GPU-hours since their last
+        checkpoint, lost when the gang restarts elsewhere (levers/gangs.py)."""
+        names = ctx.policy.namespaces.get(self.name) or []
+        if not names:
+            return Price(notes=(f"policies/levers.yaml `namespaces` names none for {self.name}: no pods read",))
+        costs: list[Cost] = []
+        notes: list[str] = []
+        for ns in names:
+            try:
+                pods = await ctx.kube.list_all(
+                    f"/api/v1/namespaces/{ns}/pods", {"fieldSelector": f"spec.nodeName={ctx.target.name}"}
+                )
+            except KubeError as e:
+                notes.append(f"could not list the pods on {ctx.target.name} in {ns}: {e}")
+                continue
+            running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")]
+            labels = [(p["metadata"].get("labels") or {}).get(gangs.JOBSET_LABEL) for p in running]
+            for js_name in sorted({str(n) for n in labels if n}):
+                costs += await self._gang(ctx, ns, js_name, notes)
+        if not costs:
+            notes.append(f"no training gang has pods on {ctx.target.name} (namespaces read: {', '.join(names)})")
+        return Price(costs=tuple(costs), notes=tuple(notes))
+
+    async def _gang(self, ctx: Ctx, ns: str, name: str, notes: list[str]) -> list[Cost]:
+        try:
+            js = await ctx.kube.get(JOBSET.path(Target(ns, name)))
+            wl = None
+            if QUEUE_LABEL in ((js.get("metadata") or {}).get("labels") or {}):
+                version = await ctx.kube.served_version(WORKLOAD.group, WORKLOAD.versions)
+                if version is not None:
+                    listing = f"/apis/{WORKLOAD.group}/{version}/namespaces/{ns}/{WORKLOAD.plural}"
+                    uid = js["metadata"].get("uid")
+                    owned = [w for w in await ctx.kube.list_all(listing, {}) if owned_by(w, uid)]
+                    wl = owned[0] if len(owned) == 1 else None
+        except KubeError as e:
+            notes.append(f"could not read JobSet {ns}/{name} (pods on {ctx.target.name}): {e}")
+            return []
+        return await gangs.gang_costs(ctx, js, wl, f"(pods on {ctx.target.name})")
 
     async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
         await budgets.check_rate(ctx)

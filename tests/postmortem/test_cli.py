@@ -42,6 +42,7 @@ async def test_postmortem_prints_the_markdown(app, redis_url):
     assert out.startswith("# Postmortem: INC-1 KV cache thrash\n\n> **DRAFT**: INC-1 is active, not resolved.")
     assert [line for line in out.splitlines() if line.startswith("## ")] == [
         "## Summary",
+        "## What the mitigations cost",
         "## Timeline",
         "## Detection gap",
         "## Trigger and root cause",

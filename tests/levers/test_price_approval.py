@@ -1,0 +1,75 @@
+"""The price on the approval card, and a price that moved beyond the policy's tolerance between the
+approval and the execution: nothing runs on the old price, a new request asks again (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.clock import iso
+from fbworld.kube import samples
+from levers.price import Price
+from levers.store import lever_store
+from tests.levers.test_price import CHECKPOINT, JOBSET_PATH, PULL, stored_price, with_checkpoint
+from tests.support.harness import T0, audit_entries
+from tests.support.levers import OPS, patches, say
+
+
+@pytest.fixture
+def policy_overrides() -> dict:
+    return {
+        "rollout_verify_seconds": 1,
+        "api_timeout_seconds": 2,
+        "levers": {"jobset-suspend": {"roles": ["ops"], "needs_approval": True, "why": "a 512-GPU gang"}},
+    }
+
+
+def cards_of(app, channel: str, rid: str) -> list[dict]:
+    return [m for m in app.slack.messages(channel) if str(m.get("text", "")).startswith(f"{rid} needs approval")]
+
+
+def text_of(m: dict) -> str:
+    parts = [str(m.get("text", ""))]
+    for b in m.get("blocks") or []:
+        for t in [b.get("text"), *(b.get("fields") or []), *(b.get("elements") or [])]:
+            if isinstance(t, dict) and isinstance(t.get("text"), str):
+                parts.append(t["text"])
+    return "\n".join(parts)
+
+
+async def approve(app, rid: str, channel: str) -> str:
+    key = await app.press("lever.approve", rid, user="U_IC", channel=channel)
+    return await app.reply(key, timeout=15)
+
+
+async def test_the_card_shows_the_price_and_a_moved_price_asks_for_a_new_approval(app, cells):
+    cell = cells.east3
+    js = cell.put(with_checkpoint(samples.jobset(), iso(T0 - 2400)))
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, PULL, OPS, inc.channel_id)
+    assert "REQ-1" in out and "needs approval" in out and "341 GPU-hours" in out, out
+    [card] = cards_of(app, inc.channel_id, "REQ-1")
+    assert "*Price*" in text_of(card) and "341 GPU-hours (512 GPUs x 40 min" in text_of(card), text_of(card)
+
+    # The trainer's checkpoint annotation moves back (the last save failed; an older one is the last):
+    # 70 min of 512 GPUs is 597 GPU-hours, far beyond the 10% tolerance. Nothing runs on the old price.
+    js["metadata"]["annotations"][CHECKPOINT] = iso(T0 - 4200)
+    cell.put(js)
+    cell.requests.clear()
+    said = await approve(app, "REQ-1", inc.channel_id)
+    assert "REQ-1 jobset-suspend" in said and "not applied: its price moved by more than 10%" in said, said
+    assert "341 GPU-hours -> 597 GPU-hours" in said and "REQ-2 asks for approval at the new price" in said, said
+    assert not patches(cell)
+    store = lever_store(app.services)
+    assert (await store.get("REQ-1")).state == "stale"
+    again = await store.get("REQ-2")
+    assert again.state == "pending_approval" and stored_price(again).total("GPU-hours") == pytest.approx(597.33, 0.01)
+    [card] = cards_of(app, inc.channel_id, "REQ-2")
+    assert "597 GPU-hours (512 GPUs x 70 min" in text_of(card), text_of(card)
+
+    # Within the tolerance (two more minutes: 614 vs 597, under 10%): it runs, on the approved price.
+    app.services.clock.advance(120)
+    said = await approve(app, "REQ-2", inc.channel_id)
+    assert "applied and verified" in said, said
+    assert [r.path for r in patches(cell)] == [JOBSET_PATH]
+    [apply] = [e for e in await audit_entries(app, inc.id) if e["action"] == "lever.apply"]
+    assert Price.from_record(apply["detail"]["price"]).total("GPU-hours") == pytest.approx(597.33, 0.01)
