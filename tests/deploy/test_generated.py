@@ -44,7 +44,11 @@ def test_what_it_writes_follows_the_policy():
     pol = policy()
     pol = pol.model_copy(
         update={
-            "namespaces": {**pol.namespaces, "sandbox-quarantine": ["sbx-a", "sbx-b"]},
+            "namespaces": {
+                **pol.namespaces,
+                "sandbox-quarantine": ["sbx-a", "sbx-b"],
+                "node-quarantine": ["train-a"],  # where its price lists the pods on a node
+            },
             "node_quarantine": pol.node_quarantine.model_copy(update={"taint_key": "acme.io/bad-gpu"}),
             "killswitch": pol.killswitch.model_copy(update={"levels": ["off", "ro", "rw"]}),
         }
@@ -52,9 +56,11 @@ def test_what_it_writes_follows_the_policy():
     out = deploygen.files(pol)
     roles = list(yaml.safe_load_all(out["deploy/rbac/roles.yaml"]))
     pods = {
-        r["metadata"]["namespace"] for r in of_kind(roles, "Role") if any("pods" in x["resources"] for x in r["rules"])
+        r["metadata"]["namespace"]: sorted(v for x in r["rules"] if "pods" in x["resources"] for v in x["verbs"])
+        for r in of_kind(roles, "Role")
+        if any("pods" in x["resources"] for x in r["rules"])
     }
-    assert pods == {"sbx-a", "sbx-b"}
+    assert pods == {"sbx-a": ["get", "patch"], "sbx-b": ["get", "patch"], "train-a": ["list"]}
     policies = {p["metadata"]["name"]: p for p in yaml.safe_load_all(out["deploy/admission/policies.yaml"])}
     nodes = yaml.safe_dump(policies["firebreak-nodes"])
     assert "acme.io/bad-gpu-reason" in nodes and "gpu.corp/" not in nodes

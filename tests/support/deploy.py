@@ -109,9 +109,8 @@ def policy() -> LeversPolicy:
 
 
 def where(lever: Lever, pol: LeversPolicy) -> list[str | None]:
-    """Where a lever acts: None (cluster-wide) for a cluster-scoped kind, else the policy's namespaces."""
-    if not lever.kind.namespaced:
-        return [None]
+    """Where a lever's namespaced needs are: the killswitch ConfigMap's namespace, else the policy's
+    namespaces for it (a cluster-scoped lever's price reads namespaced objects there, or nowhere)."""
     if lever.name == "killswitch":
         return [pol.killswitch.configmap.rpartition("/")[0]]
     return list(pol.namespaces.get(lever.name) or [])
@@ -122,15 +121,21 @@ def needed(
     reads: Iterable[Access] = (*READS, *ALARM_READS),
     pol: LeversPolicy | None = None,
 ) -> set[Grant]:
-    """What Firebreak's code says it calls in a cell: each lever's `needs` where the policy says it acts
-    (every need of a lever on a namespaced kind is in its target's namespace), and `changed`'s reads
+    """What Firebreak's code says it calls in a cell: each lever's `needs` on cluster-scoped kinds
+    everywhere, its other needs in the namespaces the policy names for it, and `changed`'s reads
     everywhere. A namespaced need that a cluster-wide one already covers is not needed twice."""
     levers = LEVERS.values() if levers is None else levers
     pol = policy() if pol is None else pol
     out = access_grants(reads)
+    levers = list(levers)
+    cluster = {(lv.kind.group, lv.kind.plural) for lv in levers if not lv.kind.namespaced}
     for lever in levers:
-        for ns in where(lever, pol):
-            out |= access_grants(lever.needs, ns)
+        for a in lever.needs:
+            # A need on a cluster-scoped kind (nodes, ClusterQueues) is cluster-wide; any other need is
+            # in the namespaces where the lever acts or reads.
+            scoped = (a.group, a.resource.split("/")[0]) in cluster
+            for ns in [None] if scoped else where(lever, pol):
+                out |= access_grants([a], ns)
     return {g for g in out if g[4] is None or (*g[:4], None) not in out}
 
 
