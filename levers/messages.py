@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.chat import quote
 from bot.chat.text import code_block
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
+from levers.price import Cost, Price
 from levers.requests import LeverRequest, LeverState
 
 NOT_PULLED = "Not pulled, nothing changed: "
@@ -31,6 +33,32 @@ def api_error(e: KubeError) -> str:
     text = str(e)
     causes = [c if len(c) <= 160 else c[:157] + "…" for c in e.causes if c and c not in text][:3]
     return f"{text} ({'; '.join(causes)})" if causes else text
+
+
+def figure(value: float) -> str:
+    """A price's number as people read it: whole numbers whole, others to 3 significant digits."""
+    if value == int(value):
+        return f"{int(value)}"
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def _cost(c: Cost) -> str:
+    said = "unknown" if c.value is None else f"{figure(c.value)} {c.unit}"
+    return f"• {c.what}: {said}" + (f" ({c.how})" if c.how else "")
+
+
+def price_lines(price: Price | dict[str, Any] | None) -> list[str]:
+    """The price as chat lines (the one renderer: pull replies, channel post, card, digest). A figure that
+    could not be read says `unknown` and why; none is ever shown as 0. Cluster text is made inert."""
+    p = price if isinstance(price, Price) or price is None else Price.from_record(price)
+    if p is None:
+        return []
+    lines = [_cost(c) for c in p.costs] + [f"• {n}" for n in p.notes]
+    return ["Price (read now):", *(quote(line) for line in lines)] if lines else []
+
+
+def _price(rec: LeverRequest) -> str:
+    return "".join(f"\n{line}" for line in price_lines(rec.plan.get("price")))
 
 
 def plan_text(rec: LeverRequest) -> str:
@@ -57,7 +85,8 @@ def dry_run(rec: LeverRequest) -> str:
     approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
     server = f"\n{server_said(rec.result['dry_run'])}" if "dry_run" in rec.result else ""
     return (
-        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}{server}\n{plan_text(rec)}\n"
+        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{_price(rec)}{approval}{server}\n"
+        f"{plan_text(rec)}\n"
         "Nothing was changed."
     )
 
@@ -72,8 +101,8 @@ def undo_hint(rec: LeverRequest) -> str:
 def done(rec: LeverRequest, verified: bool, text: str, rv: str | None) -> str:
     rv_part = f", rv {rv}" if rv else ""
     if verified:
-        return f"{rec.label}: applied and verified ({text}{rv_part}). {undo_hint(rec)}"
-    return f"{rec.label}: applied{rv_part} but NOT verified: {text}. {undo_hint(rec)}"
+        return f"{rec.label}: applied and verified ({text}{rv_part}). {undo_hint(rec)}{_price(rec)}"
+    return f"{rec.label}: applied{rv_part} but NOT verified: {text}. {undo_hint(rec)}{_price(rec)}"
 
 
 def failed(rec: LeverRequest, reason: str) -> str:
@@ -83,7 +112,7 @@ def failed(rec: LeverRequest, reason: str) -> str:
 def needs_approval(rec: LeverRequest) -> str:
     return (
         f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
-        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet."
+        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet.{_price(rec)}"
     )
 
 

@@ -9,7 +9,7 @@ import itertools
 import re
 from string import Template
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bot.policy.models import Strict
 from bot.policy.roles import ROLES
@@ -124,6 +124,70 @@ class KillswitchPolicy(Strict):
         return v
 
 
+def _one_of(v: str | None, required: tuple[str, ...], where: str) -> str | None:
+    if v is not None and (missing := [r for r in required if r not in v]):
+        raise ValueError(f"{where} must contain {', '.join(missing)}")
+    return v
+
+
+class RoutePricePolicy(Strict):
+    """route-weight's price: each backend cell's request rate, from vLLM's finished-request counter.
+    `$cell` is the backend's cell (route_weight.cell_of); the query must answer one series."""
+
+    rate_query: str = 'sum(rate(vllm:request_success_total{cell="$cell"}[5m]))'
+
+    @field_validator("rate_query")
+    @classmethod
+    def _cell(cls, v: str) -> str:
+        _one_of(v, ("$cell",), "price.route-weight.rate_query")
+        return v
+
+
+class KedaPricePolicy(Strict):
+    """keda-pause's demand trend. None: the ScaledObject's own `prometheus` trigger queries (what KEDA
+    scales on). Set: one expression with `$namespace`, `$target` (the scale target's name)."""
+
+    demand_query: str | None = None
+    trend_minutes: float = Field(default=15, gt=0)
+
+
+class KillswitchPricePolicy(Strict):
+    """killswitch's price: the tenant's tool calls per minute the new level refuses. No default: no
+    exporter publishes a tool gateway's calls; the expression is the operator's (`$tenant`, and
+    `$refused`: a regex of the levels wider than the new one, e.g. `write|money`)."""
+
+    calls_query: str | None = None
+
+    @field_validator("calls_query")
+    @classmethod
+    def _tenant(cls, v: str | None) -> str | None:
+        return _one_of(v, ("$tenant",), "price.killswitch.calls_query")
+
+
+class SandboxPricePolicy(Strict):
+    """sandbox-quarantine's price: the sandbox's open sessions. No default (no exporter publishes
+    them); the expression is the operator's, with `$namespace` and `$pod`."""
+
+    sessions_query: str | None = None
+
+    @field_validator("sessions_query")
+    @classmethod
+    def _pod(cls, v: str | None) -> str | None:
+        return _one_of(v, ("$pod",), "price.sandbox-quarantine.sessions_query")
+
+
+class PricePolicy(Strict):
+    """Where each lever's price is read (levers/price.py, DESIGN.md section 4). Keys are lever names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    timeout_seconds: float = Field(default=5, gt=0)
+    route_weight: RoutePricePolicy = Field(default=RoutePricePolicy(), alias="route-weight")
+    keda_pause: KedaPricePolicy = Field(default=KedaPricePolicy(), alias="keda-pause")
+    killswitch: KillswitchPricePolicy = KillswitchPricePolicy()
+    sandbox_quarantine: SandboxPricePolicy = Field(default=SandboxPricePolicy(), alias="sandbox-quarantine")
+
+
 class LeversPolicy(Strict):
     fleet_context: str = "global"
     cells: dict[str, str] = Field(default_factory=dict)  # cell -> kube context (default: same name)
@@ -147,6 +211,7 @@ class LeversPolicy(Strict):
     headroom: HeadroomPolicy
     node_quarantine: QuarantinePolicy = QuarantinePolicy()
     killswitch: KillswitchPolicy = KillswitchPolicy()
+    price: PricePolicy = PricePolicy()
 
     @field_validator("levers")
     @classmethod
