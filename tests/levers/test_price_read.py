@@ -95,6 +95,25 @@ async def test_route_weight_with_no_request_series_for_the_drained_cell_says_unk
     ), price
 
 
+async def test_route_weight_stepping_back_up_names_the_rate_moved_onto_the_backend(app, cells, clock):
+    cells.east3.put(samples.http_route("edge", "chat-local", {"cell-us-east-2": 50, "cell-us-east-3": 50}))
+    inc = await app.declare(roles={"ops": OPS})
+    down = await say(
+        app, "lever route-weight edge/chat-local --cell us-east-3 backend=cell-us-east-3", OPS, inc.channel_id
+    )
+    assert "applied and verified" in down, down
+    clock.advance(301)  # past the dwell
+    cmd = "lever route-weight edge/chat-local --cell us-east-3 backend=cell-us-east-3 weight=50 --dry-run"
+    out = await say(app, cmd, OPS, inc.channel_id)
+    assert "cell-us-east-3 weight 25→50" in out, out
+    price = price_of(out)
+    # Weights 50+25 → 50+50: cell-us-east-2 keeps 75/100 of its share, so a quarter of its 20 req/s comes back.
+    assert any(ln.startswith("• traffic moved onto cell-us-east-3: 5 req/s") for ln in price), price
+    assert any(ln.startswith("• receiver cell-us-east-3 (us-east-3): request rate unknown (no data") for ln in price), (
+        price
+    )
+
+
 @pytest.mark.parametrize(
     "policy_overrides",
     [{"price": {"route-weight": {"rate_query": 'rate(vllm:request_success_total{cell="$cell"}[5m])'}}}],
