@@ -6,6 +6,7 @@ from typing import Any
 
 from bot.chat import quote
 from bot.chat.text import code_block
+from levers import pricing
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
@@ -35,15 +36,8 @@ def api_error(e: KubeError) -> str:
     return f"{text} ({'; '.join(causes)})" if causes else text
 
 
-def figure(value: float) -> str:
-    """A price's number as people read it: whole numbers whole, others to 3 significant digits."""
-    if value == int(value):
-        return f"{int(value)}"
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-
-
 def _cost(c: Cost) -> str:
-    said = "unknown" if c.value is None else f"{figure(c.value)} {c.unit}"
+    said = "unknown" if c.value is None else f"{pricing.show(c.value)} {c.unit}"
     return f"• {c.what}: {said}" + (f" ({c.how})" if c.how else "")
 
 

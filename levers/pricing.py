@@ -19,6 +19,13 @@ from bot.prom.promql import escape
 log = logs.get(__name__)
 
 
+def show(value: float) -> str:
+    """A figure as people read it: whole numbers whole, others to 3 significant digits (no exponent)."""
+    if value == int(value):
+        return f"{int(value)}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def render(query: str, **values: str) -> str:
     """`query` with each `$name` replaced by its value, escaped for a PromQL double-quoted string."""
     return Template(query).safe_substitute({k: escape(v) for k, v in values.items()})

@@ -187,6 +187,6 @@ class KedaPause(Lever):
                 trend = f"{pol.trend_minutes:g} min ago unknown: {why_then}"
             else:
                 way = "rising" if cur > then else "falling" if cur < then else "flat"
-                trend = f"{pol.trend_minutes:g} min ago {then:.4g}: {way}"
+                trend = f"{pol.trend_minutes:g} min ago {pricing.show(then)}: {way}"
             costs.append(Cost(what=what, unit="now", value=round(cur, 3), how=trend))
         return costs

@@ -192,8 +192,9 @@ class RouteWeight(Lever):
         if down:
             rate, why = rates[name]
             # The backend keeps share_after/share of its traffic (down: share > 0, its weight was > 0).
-            moved = None if rate is None else rate * (1 - share_after / share)
-            how = why or f"{name} serves {rate:.3g} req/s now; the step takes {1 - share_after / share:.0%} of it"
+            taken = 1 - share_after / share
+            moved = None if rate is None else rate * taken
+            how = why if rate is None else f"{name} serves {pricing.show(rate)} req/s now; the step takes {taken:.0%}"
             what = f"traffic moved off {name}"
         else:
             known = [rates[str(refs[j].get("name"))] for j in others]
@@ -214,10 +215,10 @@ class RouteWeight(Lever):
             if rate is None:
                 load = f"request rate unknown ({why})"
             elif moved is None:
-                load = f"{rate:.3g} req/s now, after the step unknown (the rate moved is unknown)"
+                load = f"{pricing.show(rate)} req/s now, after the step unknown (the rate moved is unknown)"
             else:
                 gain = moved if not down else moved * weights[j] / recv_weight
-                load = f"{rate:.3g} → {rate + gain:.3g} req/s after the step"
+                load = f"{pricing.show(rate)} → {pricing.show(rate + gain)} req/s after the step"
             burn = f"; TTFT burn 1h {headroom.burn_text(burns[cell])}" if cell in burns else ""
             notes.append(f"receiver {rname} ({cell or 'cell unknown'}): {load}{burn}")
         return Price(costs=tuple(costs), notes=tuple(notes))
