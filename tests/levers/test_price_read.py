@@ -79,6 +79,10 @@ async def test_route_weight_names_the_rate_moved_and_each_receivers_load_after_t
     assert any(ln.startswith("• traffic moved off cell-us-east-1: 10 req/s") for ln in price), price
     assert "• receiver cell-us-east-2 (us-east-2): 20 → 30 req/s after the step; TTFT burn 1h 0.10x" in price, price
     assert "Nothing was changed." in out
+    # Pulled for real, the fleet route waits for approval: the reply names the same price first.
+    asked = await say(app, "lever route-weight edge/chat-global backend=cell-us-east-1", OPS, inc.channel_id)
+    assert "needs approval" in asked and "nothing has changed yet" in asked, asked
+    assert any(ln.startswith("• traffic moved off cell-us-east-1: 10 req/s") for ln in price_of(asked)), asked
 
 
 async def test_route_weight_with_no_request_series_for_the_drained_cell_says_unknown(app, cells):
