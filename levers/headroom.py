@@ -109,7 +109,8 @@ async def burn_rates(svc: Services, cells: list[str]) -> dict[str, float | None]
     return out
 
 
-def _burn(b: float | None) -> str:
+def burn_text(b: float | None) -> str:
+    """A cell's burn as the headroom line shows it."""
     if b is None:
         return "no traffic"
     return "NaN" if math.isnan(b) else f"{b:.2f}x"
@@ -117,9 +118,13 @@ def _burn(b: float | None) -> str:
 
 async def check(svc: Services, cells: list[str]) -> str:
     """A line with the figures when every cell is below the threshold, else LeverRefusal with them."""
+    return verdict(svc, await burn_rates(svc, cells))
+
+
+def verdict(svc: Services, burns: dict[str, float | None]) -> str:
+    """check's line (or LeverRefusal) for burns already read (route-weight keeps them for its price)."""
     limit = svc.policy.levers.headroom.max_burn
-    burns = await burn_rates(svc, cells)
-    figures = ", ".join(f"{c} {_burn(b)}" for c, b in burns.items())
+    figures = ", ".join(f"{c} {burn_text(b)}" for c, b in burns.items())
     hot = [c for c, b in burns.items() if b is not None and not b < limit]  # NaN counts as hot
     if hot:
         raise LeverRefusal(

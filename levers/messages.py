@@ -54,15 +54,20 @@ def server_said(answers: list[dict[str, Any]]) -> str:
 
 
 def price_line(rec: LeverRequest) -> str:
-    """The request's price as raw text (levers/price.py), or that it has none (planned before prices).
-    It holds cluster data (an annotation's value): chat text goes through price_text."""
+    """The request's price as raw bullet lines (levers/price.py), or that it has none (planned before
+    levers stated prices). It holds cluster data (an annotation's value): chat text goes through
+    price_text; the approval card escapes it itself."""
     price = Price.from_record(rec.plan.get("price"))
-    return price.text() if price is not None else "Price: not stated."
+    if price is None:
+        return "not stated (planned before levers stated prices)"
+    return "\n".join(price.lines()) or "nothing to state"
 
 
 def price_text(rec: LeverRequest) -> str:
-    """The price made inert for chat (bot/chat/text.py literal: nothing in an annotation pings or links)."""
-    return literal(price_line(rec))
+    """The price for chat, the one layout every reply and post uses, made inert (bot/chat/text.py
+    literal: nothing in an annotation pings or links). A figure that could not be read says
+    `unknown` and why; none is ever shown as 0."""
+    return literal(f"Price (read now):\n{price_line(rec)}")
 
 
 def applying(rec: LeverRequest) -> str:
@@ -75,11 +80,12 @@ def applying(rec: LeverRequest) -> str:
 
 
 def dry_run(rec: LeverRequest) -> str:
-    notes = "".join(f"\n{n}" for n in [price_text(rec), *rec.notes])
+    notes = "".join(f"\n{n}" for n in rec.notes)
     approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
     server = f"\n{server_said(rec.result['dry_run'])}" if "dry_run" in rec.result else ""
     return (
-        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}{approval}{server}\n{plan_text(rec)}\n"
+        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}\n{price_text(rec)}{approval}{server}\n"
+        f"{plan_text(rec)}\n"
         "Nothing was changed."
     )
 
@@ -94,8 +100,8 @@ def undo_hint(rec: LeverRequest) -> str:
 def done(rec: LeverRequest, verified: bool, text: str, rv: str | None) -> str:
     rv_part = f", rv {rv}" if rv else ""
     if verified:
-        return f"{rec.label}: applied and verified ({text}{rv_part}). {undo_hint(rec)}"
-    return f"{rec.label}: applied{rv_part} but NOT verified: {text}. {undo_hint(rec)}"
+        return f"{rec.label}: applied and verified ({text}{rv_part}). {undo_hint(rec)}\n{price_text(rec)}"
+    return f"{rec.label}: applied{rv_part} but NOT verified: {text}. {undo_hint(rec)}\n{price_text(rec)}"
 
 
 def failed(rec: LeverRequest, reason: str) -> str:
@@ -105,7 +111,7 @@ def failed(rec: LeverRequest, reason: str) -> str:
 def needs_approval(rec: LeverRequest) -> str:
     return (
         f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
-        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet. {price_text(rec)}"
+        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet.\n{price_text(rec)}"
     )
 
 

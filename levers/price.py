@@ -23,6 +23,11 @@ class Cost(BaseModel):
     value: float | None  # None: could not be read (`how` says why)
     how: str = ""  # how it was read ("512 GPUs x 40 min since the checkpoint annotation") or why unknown
 
+    def figure(self) -> str:
+        """The figure and how it was read: `341 GPU-hours (512 GPUs x 40 min ...)`, `unknown (why)`."""
+        said = "unknown" if self.value is None else figure(self.value, self.unit)
+        return said + (f" ({self.how})" if self.how else "")
+
 
 class Price(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -70,6 +75,11 @@ class Price(BaseModel):
                 out.append(f"{what}: {figure(a, unit)} -> {figure(b, unit)}")
         return out
 
+    def lines(self) -> list[str]:
+        """The price as bullet lines, one per figure then one per note (the chat's layout). Raw text
+        (cluster data in it): a chat surface escapes it (levers/messages.py)."""
+        return [f"• {c.what}: {c.figure()}" for c in self.costs] + [f"• {n}" for n in self.notes]
+
     def text(self) -> str:
         """The price in one short paragraph, as the channel, the card and the postmortem show it: the
         figures of one object together, then the GPU-hours in all (when several), then the notes.
@@ -79,10 +89,7 @@ class Price(BaseModel):
         grouped: dict[str, list[Cost]] = {}
         for c in self.costs:
             grouped.setdefault(c.what, []).append(c)
-        parts = [
-            f"{what}: " + ", ".join(figure(c.value, c.unit) + (f" ({c.how})" if c.how else "") for c in costs)
-            for what, costs in grouped.items()
-        ]
+        parts = [f"{what}: " + ", ".join(c.figure() for c in costs) for what, costs in grouped.items()]
         hours = [c for c in self.costs if c.unit == GPU_HOURS]
         if len(hours) > 1:
             parts.append(f"in all: {figure(self.total(GPU_HOURS), GPU_HOURS)}")
@@ -90,10 +97,16 @@ class Price(BaseModel):
         return "Price: " + "; ".join(parts) + "."
 
 
+def show(value: float) -> str:
+    """A number as people read it: whole numbers whole, from 100 up to the unit (341), others to 3
+    significant digits (16.7, 0.25); never in exponent notation."""
+    if value == int(value):
+        return f"{int(value)}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def figure(value: float | None, unit: str) -> str:
-    """A figure as people read it: whole numbers from 10 up (341 GPU-hours), one decimal below; an
-    unread one is `unknown`, never 0."""
+    """A figure with its unit (`341 GPU-hours`, `1 GPU`); an unread one is `unknown`, never 0."""
     if value is None:
         return f"unknown {unit}"
-    shown = f"{value:,.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.1f}"
-    return f"{shown} {unit.removesuffix('s') if value == 1 else unit}"  # 1 workload, 1 GPU
+    return f"{show(value)} {unit.removesuffix('s') if value == 1 else unit}"  # 1 workload, 1 GPU

@@ -9,7 +9,7 @@ import itertools
 import re
 from string import Template
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bot.policy.models import Strict
 from bot.policy.roles import ROLES
@@ -135,20 +135,80 @@ class KillswitchPolicy(Strict):
         return v
 
 
-class PricePolicy(Strict):
-    """How a lever's price is read (levers/price.py, levers/gangs.py); policies/levers.yaml `price:`.
+def _one_of(v: str | None, required: tuple[str, ...], where: str) -> str | None:
+    if v is not None and (missing := [r for r in required if r not in v]):
+        raise ValueError(f"{where} must contain {', '.join(missing)}")
+    return v
 
-    A training gang's last checkpoint: `checkpoint_query` first (PromQL answering the checkpoint's
-    Unix time for one job; `$namespace` and `$jobset` are the JobSet's, escaped), then the JobSet's
-    `checkpoint_annotation` (an RFC 3339 time). Neither answers: that gang's progress is unknown.
+
+class RoutePricePolicy(Strict):
+    """route-weight's price: each backend cell's request rate, from vLLM's finished-request counter.
+    `$cell` is the backend's cell (route_weight.cell_of); the query must answer one series."""
+
+    rate_query: str = 'sum(rate(vllm:request_success_total{cell="$cell"}[5m]))'
+
+    @field_validator("rate_query")
+    @classmethod
+    def _cell(cls, v: str) -> str:
+        _one_of(v, ("$cell",), "price.route-weight.rate_query")
+        return v
+
+
+class KedaPricePolicy(Strict):
+    """keda-pause's demand trend. None: the ScaledObject's own `prometheus` trigger queries (what KEDA
+    scales on). Set: one expression with `$namespace`, `$target` (the scale target's name)."""
+
+    demand_query: str | None = None
+    trend_minutes: float = Field(default=15, gt=0)
+
+
+class KillswitchPricePolicy(Strict):
+    """killswitch's price: the tenant's tool calls per minute the new level refuses. No default: no
+    exporter publishes a tool gateway's calls; the expression is the operator's (`$tenant`, and
+    `$refused`: a regex of the levels wider than the new one, e.g. `write|money`)."""
+
+    calls_query: str | None = None
+
+    @field_validator("calls_query")
+    @classmethod
+    def _tenant(cls, v: str | None) -> str | None:
+        return _one_of(v, ("$tenant",), "price.killswitch.calls_query")
+
+
+class SandboxPricePolicy(Strict):
+    """sandbox-quarantine's price: the sandbox's open sessions. No default (no exporter publishes
+    them); the expression is the operator's, with `$namespace` and `$pod`."""
+
+    sessions_query: str | None = None
+
+    @field_validator("sessions_query")
+    @classmethod
+    def _pod(cls, v: str | None) -> str | None:
+        return _one_of(v, ("$pod",), "price.sandbox-quarantine.sessions_query")
+
+
+class PricePolicy(Strict):
+    """Where each lever's price is read (levers/price.py, levers/gangs.py, levers/pricing.py; DESIGN.md
+    section 4); policies/levers.yaml `price:`. Keys are lever names, plus what every price shares.
+
+    A training gang's last checkpoint (jobset-suspend, node-quarantine): `checkpoint_query` first
+    (PromQL answering the checkpoint's Unix time for one job; `$namespace` and `$jobset` are the
+    JobSet's, escaped), then the JobSet's `checkpoint_annotation` (an RFC 3339 time). Neither
+    answers: that gang's progress is unknown.
     """
 
-    checkpoint_query: str | None = None
-    checkpoint_annotation: str | None = "training.corp/last-checkpoint"
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    timeout_seconds: float = Field(default=5, gt=0)
     # A price that moved by more than this fraction (of any one figure) between approval and
     # execution needs a new approval (levers/executor.py); within it, the approved price stands.
     tolerance: float = Field(default=0.10, ge=0)
-    timeout_seconds: float = Field(default=5, gt=0)
+    checkpoint_query: str | None = None
+    checkpoint_annotation: str | None = "training.corp/last-checkpoint"
+    route_weight: RoutePricePolicy = Field(default=RoutePricePolicy(), alias="route-weight")
+    keda_pause: KedaPricePolicy = Field(default=KedaPricePolicy(), alias="keda-pause")
+    killswitch: KillswitchPricePolicy = KillswitchPricePolicy()
+    sandbox_quarantine: SandboxPricePolicy = Field(default=SandboxPricePolicy(), alias="sandbox-quarantine")
 
     @field_validator("checkpoint_query")
     @classmethod

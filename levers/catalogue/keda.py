@@ -14,15 +14,18 @@ KEDA does through its REST mapper, never derived from the kind's spelling.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from pydantic import field_validator
 
 from bot.policy.levers import LeverRule
+from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import Plan, ptr
+from levers.price import Cost, Price, show
 
 PAUSED = "autoscaling.keda.sh/paused"  # v1alpha1.PausedAnnotation: freeze at the current count
 PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"  # v1alpha1.PausedReplicasAnnotation
@@ -71,7 +74,8 @@ class KedaPause(Lever):
     name = "keda-pause"
     default_rule = LeverRule(roles=["ops"])
     kind = Kind("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects", namespaced=True)
-    # The target's /scale is read only for replicas=current; its plural comes from discovery.
+    # The target's /scale is read for replicas=current and for the price (the replicas frozen); its
+    # plural comes from discovery.
     needs = (Access.on(kind, "get", "patch"), *SCALE_TARGETS)
     summary = "pause a ScaledObject with KEDA's paused annotation: its target keeps its replicas (stop scale-in)"
     Params = KedaParams
@@ -123,3 +127,66 @@ class KedaPause(Lever):
                 f"({e.message})."
             ) from None
         return int((scale.get("spec") or {}).get("replicas") or 0)
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The replicas frozen (the target's /scale, or the paused-replicas count asked for) and the
+        demand trend: the trigger's query (or policy price.keda-pause.demand_query) now and N min ago."""
+        p = ctx.params_as(KedaParams)
+        ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
+        kind = ref.get("kind") or DEFAULT_KIND
+        target = f"{kind} {ctx.target.namespace}/{ref.get('name')}"
+        replicas, why = await self._replicas(ctx, ref, kind)
+        if p.replicas is None:
+            frozen = Cost(what=f"{target} frozen at", unit="replicas", value=replicas, how=why or "its /scale now")
+        else:
+            pinned = float(plan.changes.get(ptr("metadata", "annotations", PAUSED_REPLICAS), 0))
+            now = "unknown" if replicas is None else f"{replicas:g}"
+            frozen = Cost(
+                what=f"{target} pinned at", unit="replicas", value=pinned, how=f"{now} now ({why or '/scale'})"
+            )
+        return Price(costs=(frozen, *await self._demand(ctx, obj, ref)))
+
+    async def _replicas(self, ctx: Ctx, ref: dict[str, Any], kind: str) -> tuple[float | None, str]:
+        try:
+            scale = await ctx.kube.get(await scale_path(ctx, ctx.target.namespace or "default", ref))
+        except (KubeError, LeverRefusal) as e:
+            return None, f"its /scale could not be read: {e}"
+        spec = (scale.get("spec") or {}).get("replicas")
+        status = (scale.get("status") or {}).get("replicas")
+        if not isinstance(spec, int):
+            return None, "its /scale has no spec.replicas"
+        return float(spec), "" if status in (None, spec) else f"its /scale now; {status} running"
+
+    async def _demand(self, ctx: Ctx, obj: dict[str, Any], ref: dict[str, Any]) -> list[Cost]:
+        pol = ctx.policy.price.keda_pause
+        if pol.demand_query is not None:
+            named = pricing.render(pol.demand_query, namespace=ctx.target.namespace or "", target=str(ref.get("name")))
+            queries = [("demand (policy price.keda-pause.demand_query)", named)]
+        else:
+            triggers = (obj.get("spec") or {}).get("triggers") or []
+            queries = [
+                (f"demand (trigger {n}: {t.get('metadata', {}).get('query')})", str(t["metadata"]["query"]))
+                for n, t in enumerate(triggers)
+                if isinstance(t, dict) and t.get("type") == "prometheus" and (t.get("metadata") or {}).get("query")
+            ]
+            if not queries:
+                kinds = ", ".join(sorted({str(t.get("type")) for t in triggers if isinstance(t, dict)})) or "none"
+                why = f"no prometheus trigger (triggers: {kinds}) and no policy price.keda-pause.demand_query"
+                return [Cost(what="demand trend", unit="trigger value", value=None, how=why)]
+        now = ctx.svc.clock.now()
+        ago = now - pol.trend_minutes * 60
+        costs = []
+        for what, q in queries:
+            (then, why_then), (cur, why_now) = await asyncio.gather(
+                pricing.figure(ctx.svc, q, ago), pricing.figure(ctx.svc, q, now)
+            )
+            if cur is None:
+                costs.append(Cost(what=what, unit="now", value=None, how=why_now))
+                continue
+            if then is None:
+                trend = f"{pol.trend_minutes:g} min ago unknown: {why_then}"
+            else:
+                way = "rising" if cur > then else "falling" if cur < then else "flat"
+                trend = f"{pol.trend_minutes:g} min ago {show(then)}: {way}"
+            costs.append(Cost(what=what, unit="now", value=round(cur, 3), how=trend))
+        return costs

@@ -23,9 +23,11 @@ from pydantic import BaseModel, field_validator
 
 from bot.chat import quote
 from bot.policy.levers import LeverRule, LeversPolicy
+from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, container_pre, is_absent, ptr, read, unesc
+from levers.price import Cost, Price
 
 # The flags ConfigMap's name in the default policy (killswitch.configmap): RBAC grants that name only.
 # A policy naming another ConfigMap needs the same change in deploy/rbac (and here).
@@ -121,4 +123,26 @@ class Killswitch(Lever):
         container_pre(obj, pre, "/data")
         plan = merge_plan(self, ctx, obj, {ptr("data", key): p.level}, f"{key}={p.level}", pre)
         plan.notes.append(note)
+        # The levels the new one refuses that the tenant had: up to its effective level, or all wider.
+        top = levels.index(effective) if effective in levels else len(levels) - 1
+        plan.meta["refused"] = levels[levels.index(p.level) + 1 : top + 1]
         return plan
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The tenant's tool calls per minute the new level refuses (policy price.killswitch.calls_query)."""
+        p = ctx.params_as(KillswitchParams)
+        refused: list[str] = list(plan.meta.get("refused") or [])
+        what = f"{p.tenant}'s tool calls now refused ({', '.join(refused) or 'none'})"
+        query = ctx.policy.price.killswitch.calls_query
+        if not refused:
+            return Price(costs=(Cost(what=what, unit="calls/min", value=0.0, how=f"already at `{p.level}`"),))
+        if query is None:
+            why = (
+                "policy price.killswitch.calls_query is not set (no exporter publishes a tool gateway's calls: "
+                "name your gateway's series there)"
+            )
+            return Price(costs=(Cost(what=what, unit="calls/min", value=None, how=why),))
+        rendered = pricing.render(query, tenant=p.tenant, refused="|".join(refused))
+        value, why = await pricing.figure(ctx.svc, rendered)
+        how = why or "policy price.killswitch.calls_query, now"
+        return Price(costs=(Cost(what=what, unit="calls/min", value=value, how=how),))

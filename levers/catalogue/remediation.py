@@ -30,6 +30,7 @@ from levers.plan import (
     restore_ops,
     with_provenance,
 )
+from levers.price import Cost, Price
 
 PAUSES = "/spec/pauseRequests"
 SPEC = "/spec"
@@ -54,6 +55,39 @@ def _entry(changes: dict[str, Any]) -> str | None:
     """The lever's own entry: the last of the list it set."""
     after = changes.get(PAUSES)
     return after[-1] if isinstance(after, list) and after else None
+
+
+def held_back(name: str, obj: dict[str, Any]) -> Price:
+    """What the pause holds back, from the NHC's own status: the nodes it watches (none is remediated
+    automatically while paused), the remediations in flight (they finish) and the unhealthy nodes no
+    remediation was started for yet. Only what the status reports; nothing guessed."""
+    raw = obj.get("status")
+    watched = f"nodes NodeHealthCheck {name} watches, none remediated automatically while paused"
+    flight = "remediations in flight (they finish)"
+    waiting = "unhealthy nodes with no remediation started yet, held back"
+    if not isinstance(raw, dict) or not raw:
+        why = "the NodeHealthCheck has no status (its controller has not reported)"
+        return Price(costs=tuple(Cost(what=w, unit="nodes", value=None, how=why) for w in (watched, flight)))
+    observed, healthy = raw.get("observedNodes"), raw.get("healthyNodes")
+    if isinstance(observed, int):
+        state = f"{healthy} healthy now" if isinstance(healthy, int) else "status.healthyNodes not reported"
+        costs = [Cost(what=watched, unit="nodes", value=float(observed), how=state)]
+    else:
+        costs = [Cost(what=watched, unit="nodes", value=None, how="status.observedNodes is not a count")]
+    unhealthy = raw.get("unhealthyNodes", [])
+    if not isinstance(unhealthy, list) or not all(isinstance(u, dict) and u.get("name") for u in unhealthy):
+        why = f"status.unhealthyNodes is not a list of nodes ({quote(str(unhealthy)[:60])})"
+        return Price(costs=(*costs, Cost(what=flight, unit="nodes", value=None, how=why)))
+    going = [str(u["name"]) for u in unhealthy if u.get("remediations")]
+    held = [str(u["name"]) for u in unhealthy if not u.get("remediations")]
+
+    def names(ns: list[str]) -> str:
+        return ", ".join(ns[:5]) + (", …" if len(ns) > 5 else "") if ns else "none"
+
+    costs.append(Cost(what=flight, unit="nodes", value=float(len(going)), how=names(going)))
+    if held:
+        costs.append(Cost(what=waiting, unit="nodes", value=float(len(held)), how=names(held)))
+    return Price(costs=tuple(costs))
 
 
 def _status_note(obj: dict[str, Any]) -> str | None:
@@ -128,6 +162,9 @@ class RemediationPause(Lever):
             notes.append(status)
         others = f" (with {quote(', '.join(current))})" if current else ""
         return Plan([call], changes, pre, f"spec.pauseRequests +{entry}{others}", notes=notes)
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        return held_back(ctx.target.name, obj)
 
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
         entry = _entry(plan.changes)

@@ -26,7 +26,9 @@ from typing import Any
 
 from bot.policy.levers import LeverRule, LeversPolicy
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified
+from levers.kube import KubeError
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
+from levers.price import Cost, Price
 
 ABORT = {"status": {"abort": True}}
 
@@ -34,6 +36,7 @@ ABORT = {"status": {"abort": True}}
 ABORTED = "RolloutAborted"  # conditions.RolloutAbortedReason
 DEGRADED = "Degraded"  # v1alpha1.RolloutPhaseDegraded
 HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
+REVISION = "rollout.argoproj.io/revision"  # annotations.RevisionAnnotation, on each ReplicaSet
 
 
 def verify_window(policy: LeversPolicy, target: str, ro: dict[str, Any]) -> tuple[float, str]:
@@ -60,6 +63,39 @@ def stable_share(obj: dict[str, Any]) -> tuple[int | None, int | None]:
     return stable, canary
 
 
+def canary_share(obj: dict[str, Any]) -> Cost:
+    """The share of traffic the new revision serves now, which the abort sends back to stable: Argo's
+    own status weights (traffic routing), else the active service (blue-green), else the desired
+    weight of the last setWeight step reached (a basic canary: approximated by its pod counts)."""
+    status = obj.get("status") or {}
+    strategy = (obj.get("spec") or {}).get("strategy") or {}
+    current = status.get("currentPodHash")
+    what = f"traffic on the new revision ({current or 'unknown hash'}), back to stable"
+    stable_w, canary_w = stable_share(obj)
+    if isinstance(canary_w, int):
+        top = stable_w + canary_w if isinstance(stable_w, int) and stable_w + canary_w else 100
+        return Cost(what=what, unit="%", value=round(100 * canary_w / top, 1), how="Argo's status.canary.weights")
+    if "blueGreen" in strategy:
+        active = (status.get("blueGreen") or {}).get("activeSelector")
+        if not active:
+            return Cost(what=what, unit="%", value=None, how="status.blueGreen.activeSelector is empty")
+        return Cost(
+            what=what, unit="%", value=100.0 if active == current else 0.0, how=f"the active service selects {active}"
+        )
+    steps = (strategy.get("canary") or {}).get("steps") or []
+    index = status.get("currentStepIndex")
+    if not isinstance(index, int):
+        return Cost(what=what, unit="%", value=None, how="no traffic weights and no status.currentStepIndex")
+    reached = [
+        s["setWeight"] for s in steps[: index + 1] if isinstance(s, dict) and isinstance(s.get("setWeight"), int)
+    ]
+    if not reached:
+        return Cost(what=what, unit="%", value=0.0, how=f"no setWeight step reached (step {index})")
+    return Cost(
+        what=what, unit="%", value=float(reached[-1]), how=f"setWeight of step {index} or before (desired weight)"
+    )
+
+
 def _owned_by(rs: dict[str, Any], rollout: str) -> bool:
     refs = (rs.get("metadata") or {}).get("ownerReferences") or []
     return any(r.get("kind") == "Rollout" and r.get("name") == rollout for r in refs)
@@ -72,7 +108,8 @@ class RolloutAbort(Lever):
     needs = (
         Access.on(kind, "get", "patch"),  # read, provenance annotations (and their restore, the fence)
         Access.on(kind, "patch", sub="status"),  # status.abort, as `kubectl argo rollouts abort`
-        Access("apps", "replicasets", ("list",)),  # verify: the stable ReplicaSet, by its pod-template hash
+        # verify and the price: the stable ReplicaSet, by its pod-template hash
+        Access("apps", "replicasets", ("list",)),
     )
     summary = "abort an Argo Rollout (stable back to 100%)"
     reversible = False
@@ -121,6 +158,35 @@ class RolloutAbort(Lever):
         plan = Plan([annotate, abort], changes, pre, "abort=true")
         plan.notes.append(f"verify waits up to {window:g}s for Argo to settle the abort ({why})")
         return plan
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The traffic share the new revision has now (it goes back to stable) and the revision restored."""
+        return Price(costs=(canary_share(obj), await self._restored(ctx, obj)))
+
+    async def _restored(self, ctx: Ctx, obj: dict[str, Any]) -> Cost:
+        stable = (obj.get("status") or {}).get("stableRS")
+        what = "revision restored (the stable ReplicaSet)"
+        if not stable:
+            return Cost(what=what, unit="revision", value=None, how="status.stableRS is empty")
+        ns = ctx.target.namespace or "default"
+        try:
+            found = await ctx.kube.get(
+                f"/apis/apps/v1/namespaces/{ns}/replicasets", {"labelSelector": f"{HASH_LABEL}={stable}"}
+            )
+        except KubeError as e:
+            return Cost(what=what, unit="revision", value=None, how=f"pod-template-hash {stable}; {e}")
+        items = [rs for rs in found.get("items") or [] if _owned_by(rs, ctx.target.name)] or [
+            rs for rs in found.get("items") or [] if not (rs.get("metadata") or {}).get("ownerReferences")
+        ]
+        if len(items) != 1:
+            why = f"{len(items) or 'no'} ReplicaSets of it labelled {HASH_LABEL}={stable}"
+            return Cost(what=what, unit="revision", value=None, how=f"pod-template-hash {stable}; {why}")
+        meta = items[0].get("metadata") or {}
+        revision = str((meta.get("annotations") or {}).get(REVISION, ""))
+        how = f"ReplicaSet {meta.get('name')}, pod-template-hash {stable}"
+        if not revision.isdigit():
+            return Cost(what=what, unit="revision", value=None, how=f"{how}; no {REVISION} annotation")
+        return Cost(what=what, unit="revision", value=float(revision), how=how)
 
     async def _stable_rs(self, ctx: Ctx, stable_hash: str) -> dict[str, Any] | None:
         """The Rollout's ReplicaSet whose pod-template hash is status.stableRS."""

@@ -9,6 +9,8 @@ instead of being overwritten.
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
 from pydantic import Field
@@ -16,7 +18,7 @@ from pydantic import Field
 from bot.chat import quote
 from bot.clock import hhmm
 from bot.policy.levers import LeverRule
-from levers import headroom
+from levers import headroom, pricing
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.plan import (
     Plan,
@@ -26,7 +28,10 @@ from levers.plan import (
     read,
     with_provenance,
 )
+from levers.price import Cost, Price, show
 from levers.store import lever_store
+
+_WEIGHT = re.compile(r"^/spec/rules/(\d+)/backendRefs/(\d+)/weight$")
 
 
 class RouteParams(NoParams):
@@ -152,7 +157,84 @@ class RouteWeight(Lever):
                     "no headroom check, so nothing changed."
                 )
             cells.append(cell)
-        plan.notes.append(await headroom.check(ctx.svc, cells))
+        burns = await headroom.burn_rates(ctx.svc, cells)
+        ctx.scratch["burns"] = burns  # the price names each receiver's burn: not asked twice
+        plan.notes.append(headroom.verdict(ctx.svc, burns))
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The share of the route's traffic the step moves (from the weights), the request rate that is
+        (the backend cells' vLLM rates, policy price.route-weight), and each receiver after the step."""
+        step = next(((m, v) for p, v in plan.changes.items() if (m := _WEIGHT.match(p))), None)
+        if step is None:
+            return Price(notes=("the plan sets no backend weight, so nothing moves",))
+        r, i = int(step[0].group(1)), int(step[0].group(2))
+        new = int(step[1])
+        refs = obj["spec"]["rules"][r]["backendRefs"]
+        weights = [int(b.get("weight", 1)) for b in refs]
+        name = str(refs[i].get("name"))
+        current, total = weights[i], sum(weights)
+        after = total - current + new
+        share = current / total if total else 0.0
+        share_after = new / after if after else 0.0
+        down = new < current
+        others = [j for j, w in enumerate(weights) if j != i and w > 0]
+        route = f"route {ctx.target} rule {r}"
+        costs = [
+            Cost(
+                what=f"{name}'s share of {route}",
+                unit="% of route traffic",
+                value=round(abs(share - share_after) * 100, 1),
+                how=f"{share * 100:.1f}% → {share_after * 100:.1f}% (weights {current}/{total} → {new}/{after})",
+            )
+        ]
+        rates = await self._rates(ctx, [str(refs[j].get("name")) for j in [i, *others]])
+        moved: float | None
+        if down:
+            rate, why = rates[name]
+            # The backend keeps share_after/share of its traffic (down: share > 0, its weight was > 0).
+            taken = 1 - share_after / share
+            moved = None if rate is None else rate * taken
+            how = why if rate is None else f"{name} serves {show(rate)} req/s now; the step takes {taken:.0%}"
+            what = f"traffic moved off {name}"
+        else:
+            known = [rates[str(refs[j].get("name"))] for j in others]
+            unread = [f"{refs[j].get('name')}: {w}" for j, (v, w) in zip(others, known, strict=True) if v is None]
+            growth = 1 - total / after if after else 0.0
+            moved = None if unread else sum(v or 0.0 for v, _ in known) * growth
+            how = "; ".join(unread) or f"{growth:.0%} of the other backends' traffic comes back to {name}"
+            what = f"traffic moved onto {name}"
+        costs.append(Cost(what=what, unit="req/s", value=None if moved is None else round(moved, 2), how=how))
+        receivers = others if down else [i]
+        recv_weight = sum(weights[j] for j in receivers)
+        burns: dict[str, float | None] = ctx.scratch.get("burns") or {}
+        notes = []
+        for j in receivers:
+            rname = str(refs[j].get("name"))
+            rate, why = rates[rname]
+            cell = ctx.policy.route_weight.cell_of(rname)
+            if rate is None:
+                load = f"request rate unknown ({why})"
+            elif moved is None:
+                load = f"{show(rate)} req/s now, after the step unknown (the rate moved is unknown)"
+            else:
+                gain = moved if not down else moved * weights[j] / recv_weight
+                load = f"{show(rate)} → {show(rate + gain)} req/s after the step"
+            burn = f"; TTFT burn 1h {headroom.burn_text(burns[cell])}" if cell in burns else ""
+            notes.append(f"receiver {rname} ({cell or 'cell unknown'}): {load}{burn}")
+        return Price(costs=tuple(costs), notes=tuple(notes))
+
+    async def _rates(self, ctx: Ctx, backends: list[str]) -> dict[str, tuple[float | None, str]]:
+        """Each backend's request rate (req/s) from its cell's series, or None and why."""
+        query = ctx.policy.price.route_weight.rate_query
+
+        async def one(backend: str) -> tuple[float | None, str]:
+            cell = ctx.policy.route_weight.cell_of(backend)
+            if cell is None:
+                return None, f"can't tell which cell backend {backend} is (policy route_weight.backend_cells)"
+            return await pricing.figure(ctx.svc, pricing.render(query, cell=cell))
+
+        got = await asyncio.gather(*(one(b) for b in backends))
+        return dict(zip(backends, got, strict=True))
 
     async def applied(self, ctx: Ctx, plan: Plan) -> None:
         await lever_store(ctx.svc).route_stepped(

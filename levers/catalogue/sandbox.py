@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from bot.policy.levers import LeverRule
+from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, Verified
 from levers.catalogue.simple import merge_plan
 from levers.plan import LABELS, Plan, container_pre, ptr
+from levers.price import Cost, Price
 
 LABEL = "ir.corp/quarantine"
 DIRECTIONS = (("Ingress", "ingress"), ("Egress", "egress"))
@@ -91,6 +93,21 @@ class SandboxQuarantine(Lever):
         pre: dict[str, Any] = {}
         container_pre(obj, pre, LABELS)
         return merge_plan(self, ctx, obj, {ptr("metadata", "labels", LABEL): "true"}, f"{LABEL}=true", pre)
+
+    async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The sandbox's open sessions, cut off with it (policy price.sandbox-quarantine.sessions_query)."""
+        what = f"open sessions of sandbox {ctx.target}, cut off"
+        query = ctx.policy.price.sandbox_quarantine.sessions_query
+        if query is None:
+            why = (
+                "policy price.sandbox-quarantine.sessions_query is not set (no exporter publishes a sandbox's "
+                "sessions: name your sandbox controller's series there)"
+            )
+            return Price(costs=(Cost(what=what, unit="sessions", value=None, how=why),))
+        rendered = pricing.render(query, namespace=ctx.target.namespace or "default", pod=ctx.target.name)
+        value, why = await pricing.figure(ctx.svc, rendered)
+        how = why or "policy price.sandbox-quarantine.sessions_query, now"
+        return Price(costs=(Cost(what=what, unit="sessions", value=value, how=how),))
 
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
         landed = await super().verify(ctx, plan, after)

@@ -70,7 +70,10 @@ async def test_pause_sets_kedas_paused_annotation_without_reading_the_count(app,
     cell.requests.clear()
     out = await say(app, "lever keda-pause serve-chat/llm-70b --cell us-east-3", OPS, inc.channel_id)
     assert "applied and verified (paused at its current replicas (Deployment llm-70b, " in out, out
-    assert not cell.find_requests("GET", r"/scale$")  # no read-then-write race with the autoscaler
+    # No read-then-write race with the autoscaler: nothing writes the count (the price only reads /scale to
+    # name the replicas frozen, and the write is the paused annotation alone).
+    assert not [r for r in cell.requests if r.path.endswith("/scale") and r.method != "GET"]
+    assert "Deployment serve-chat/llm-70b frozen at: 6 replicas" in out, out
     annotations = cell.get("scaledobject", "llm-70b", NS)["metadata"]["annotations"]
     assert annotations[PAUSED] == "true" and PAUSED_REPLICAS not in annotations
     assert await until(lambda: (paused_condition(cell) or {}).get("reason") == "ScaledObjectPaused")
