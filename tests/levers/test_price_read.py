@@ -306,7 +306,7 @@ async def test_remediation_pause_names_what_it_holds_back(app, cells):
         in price
     ), price
     assert "• remediations in flight (they finish): 2 nodes (gpu-a3-0001, gpu-a3-0002)" in price, price
-    assert "• unhealthy nodes with no remediation started yet, held back: 1 nodes (gpu-a3-0003)" in price, price
+    assert "• unhealthy nodes with no remediation started yet, held back: 1 node (gpu-a3-0003)" in price, price
 
 
 async def test_remediation_pause_of_an_nhc_with_no_spec_or_status_says_unknown(app, cells):

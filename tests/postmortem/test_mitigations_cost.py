@@ -58,7 +58,7 @@ async def test_the_mitigations_cost_section_lists_each_lever_and_sums_the_gpu_ho
     ), lines
     assert "341 GPU-hours (512 GPUs x 40 min since the last checkpoint" in lines[0], lines
     assert lines[1].startswith("- REQ-2 `node-quarantine` gpu-a3-0003 (us-east-3): "), lines
-    assert "JobSet train-llm/finetune-70b (pods on gpu-a3-0003): 85 GPU-hours (512 GPUs x 10 min" in lines[1], lines
+    assert "JobSet train-llm/finetune-70b (pods on gpu-a3-0003): 85.3 GPU-hours (512 GPUs x 10 min" in lines[1], lines
     assert lines[2].startswith("- REQ-3 `kueue-hold` research-h100 (us-east-3): ClusterQueue research-h100"), lines
     assert len(lines) == 5, lines  # the dry run (REQ-4) wrote nothing: not a mitigation
     assert lines[3] == "- GPU-hours the mitigations cost in all: 427 GPU-hours", lines  # 341.3 + 85.3
@@ -79,7 +79,7 @@ async def test_an_unknown_price_makes_the_sum_unknown_never_zero(app, cells):
         out = await say(app, f"lever jobset-suspend {NS}/{name} --cell us-east-3", OPS, inc.channel_id)
         assert "applied and verified" in out, out
     lines = section(await build(app.services, inc.id))
-    assert "unknown GPU-hours (last checkpoint unknown: no training.corp/last-checkpoint annotation)" in lines[1]
+    assert "unknown (last checkpoint unknown: no training.corp/last-checkpoint annotation)" in lines[1]
     assert lines[2] == (
         "- GPU-hours the mitigations cost in all: unknown (1 of 2 priced in GPU-hours could not be read; "
         "the others add up to 341 GPU-hours)"
