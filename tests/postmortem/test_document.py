@@ -43,6 +43,17 @@ EXPR = f'max by (cell) (DCGM_FI_DEV_XID_ERRORS{{cell="{CELL_A}"}}) > 0'
 SCRIBE, OPS = "USCRIBE", "UOPS"
 
 
+# Written out here, not taken from the document module, so a section dropped or moved there fails.
+EXPECTED_SECTIONS = [
+    "Summary",
+    "What the mitigations cost",
+    "Timeline",
+    "Detection gap",
+    "Trigger and root cause",
+    "Action items",
+]
+
+
 def generator_url(expr: str) -> str:
     return f"http://prometheus.{CELL_A}:9090/graph?g0.expr={urlquote(expr, safe='')}&g0.tab=1"
 
@@ -243,14 +254,7 @@ async def test_the_posted_postmortem_is_the_golden_one_and_what_the_cli_prints(a
     )
     text = f.content.decode()
     check_golden("INC-1.md", text)
-    assert sections(text) == [
-        "Summary",
-        "What the mitigations cost",
-        "Timeline",
-        "Detection gap",
-        "Trigger and root cause",
-        "Action items",
-    ]
+    assert sections(text) == EXPECTED_SECTIONS
 
     cli = await asyncio.to_thread(
         run_cli, "postmortem", inc.id, env={"REDIS_URL": redis_url, "PROMETHEUS_URL": prometheus.url}
@@ -311,14 +315,7 @@ async def test_an_open_incident_gets_a_draft_marked_as_one(app):
     assert text.splitlines()[2] == (
         "> **DRAFT**: INC-1 is active, not resolved. Times and figures run to 2026-11-30 04:00:00 UTC and will change."
     )
-    assert sections(text) == [
-        "Summary",
-        "What the mitigations cost",
-        "Timeline",
-        "Detection gap",
-        "Trigger and root cause",
-        "Action items",
-    ]
+    assert sections(text) == EXPECTED_SECTIONS
     assert "- TTD 2h 05m · TTM not yet (not mitigated) · TTR not yet (not resolved)" in text
     assert "512 GPUs × 3h 00m (from impact start, 01:00 to now, 04:00 (not mitigated yet)) = 1,536" in text
     # Nothing recorded yet: each missing piece is flagged, with the command that fills it.
@@ -350,14 +347,7 @@ async def test_user_text_cannot_break_the_document(app):
     await say(app, inc, f'action {hostile} --owner <@UALEX> --due 2026-12-15 --verify "v | w" --kind runbook')
     _, f = await posted_postmortem(app, inc)
     text = f.content.decode()
-    assert sections(text) == [
-        "Summary",
-        "What the mitigations cost",
-        "Timeline",
-        "Detection gap",
-        "Trigger and root cause",
-        "Action items",
-    ]
+    assert sections(text) == EXPECTED_SECTIONS
     assert "<!channel>" not in text and "<script>" not in text
     assert "&lt;!channel&gt; &lt;script&gt;x&lt;/script&gt;" in text
     row = next(line for line in text.splitlines() if line.startswith("| AI-1 |"))
