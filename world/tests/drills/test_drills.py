@@ -369,3 +369,23 @@ def test_speed_without_a_drill_and_a_drill_under_prometheus_url_are_refused():
     out = run_cli("console", "--drill", "xid-storm", env={"PROMETHEUS_URL": "http://127.0.0.1:9"})
     assert out.returncode == 2
     assert "PROMETHEUS_URL is set" in out.stderr and "Unset PROMETHEUS_URL" in out.stderr
+
+
+async def test_the_demo_cells_nodehealthcheck_can_be_paused_from_the_xid_storm(no_clusters):
+    out: list[str] = []
+    async with drilling("xid-storm", out) as c:
+        assert c.fleet is not None
+        cell = c.fleet.clusters["us-east-3"]
+        nhc = cell.get("nodehealthchecks", "gpu-nodes")
+        assert nhc is not None and "pauseRequests" not in nhc["spec"]
+        assert {"type": "GpuXidCritical", "status": "True", "duration": "60s"} in nhc["spec"]["unhealthyConditions"]
+        assert c.fleet.clusters["us-east-1"].get("nodehealthchecks", "gpu-nodes") is None
+        await _run(c, out, "wait +1m40s")
+        await _take_the_incident(c, out, ops="bob")
+        await _run(c, out, "as @bob")
+        dry = await _run(c, out, "/incident lever remediation-pause gpu-nodes --dry-run")
+        assert "gpu-nodes" in dry and "40" in dry, dry
+        said = await _run(c, out, "/incident lever remediation-pause gpu-nodes")
+        assert "applied and verified" in said, said
+        assert cell.get("nodehealthchecks", "gpu-nodes")["spec"]["pauseRequests"] == ["firebreak:INC-1"]
+        await _run(c, out, "drill end")
