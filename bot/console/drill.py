@@ -1,7 +1,8 @@
 """A game-day drill inside the console: the runner (world/fbworld/drills) plays the timeline against the
 demo fleet and the app's own /alertmanager; this side reads what the app did from the audit log,
 times the decisions the drill expects, and at the end prints the report: the timeline, the time
-from the first signal to each decision, and each incident's postmortem draft."""
+from the first signal to each decision, the remediation alarms raised, each lever pulled with its
+price, and each incident's postmortem draft."""
 
 from __future__ import annotations
 
@@ -193,6 +194,10 @@ class DrillSession:
             self.drill.decisions, [taken(d, entries) for d in self.drill.decisions], strict=True
         ):
             self.out("  " + self._decision_line(decision, entry))
+        for line in alarm_lines(entries):
+            self.out(line)
+        for line in lever_lines(entries):
+            self.out(line)
         for inc in incidents:
             self.out(f"Postmortem draft for {inc} (as `firebreak postmortem {inc}` prints it):")
             self.out((await document.build(self.svc, inc)).rstrip())
@@ -240,6 +245,55 @@ class DrillSession:
         gap = ts - int(first)  # the audit's times are whole seconds
         when = f"{_minsec(gap)} after the first signal" if gap >= 0 else f"{_minsec(-gap)} before the first signal"
         return f"{decision.name}: {when} ({_hms(ts)} UTC, {by})"
+
+
+def alarm_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The remediation alarms Firebreak raised during the drill: when, how many nodes, who, and
+    where it posted (or the incident it opened), with the NodeHealthChecks it offered to pause."""
+    alarms = [e for e in entries if e.get("action") == "command.remediation_alarm"]
+    alarms = [e for e in alarms if (e.get("detail") or {}).get("result") == "ok"]
+    if not alarms:
+        return []
+    out = ["Remediation alarms:"]
+    for e in alarms:
+        d = e["detail"]
+        why = "same node twice" if d.get("reason") == "repeat" else "rate"
+        where = f"opened {e.get('incident')}" if d.get("opened") else f"in {e.get('incident') or 'no incident'}"
+        offered = ", ".join(d.get("offered") or []) or "none"
+        out.append(
+            f"  {_hms(_epoch(e['ts']))} UTC {d.get('cell')}: {d.get('count')} node(s) out in the hour ({why}), "
+            f"{where}; by who: {d.get('who') or 'unknown'}; offered remediation-pause on: {offered}"
+        )
+    return out
+
+
+def price_text(detail: dict[str, Any]) -> str:
+    """A lever's price as its audit entry records it (the entry's `price`, else its plan's), or
+    `not priced` when the lever recorded none: nothing is computed here."""
+    price = detail.get("price")
+    if price is None:
+        price = (detail.get("plan") or {}).get("price") if isinstance(detail.get("plan"), dict) else None
+    if price is None or price == {} or price == "":
+        return "not priced"
+    if isinstance(price, dict):
+        for key in ("text", "summary", "line"):
+            if isinstance(price.get(key), str) and price[key]:
+                return str(price[key])
+        return "; ".join(f"{k}: {v}" for k, v in price.items())
+    return str(price)
+
+
+def lever_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """Each lever pulled during the drill (applied and verified) with what it cost."""
+    done = [e for e in entries if e.get("action") == "lever.done"]
+    if not done:
+        return ["Levers pulled: none."]
+    out = ["Levers pulled, and what each cost:"]
+    for e in done:
+        d = e.get("detail") or {}
+        what = str(d.get("message") or d.get("lever") or "").split(":", 1)[0]
+        out.append(f"  {_hms(_epoch(e['ts']))} UTC {e.get('incident') or ''} {what}: price: {price_text(d)}")
+    return out
 
 
 def _minsec(seconds: float) -> str:

@@ -22,7 +22,7 @@ from bot.console.people import DEMO_GROUPS, Directory
 from bot.console.session import Console
 from bot.console.signed import Sender
 from bot.core.eligibility import check_policy_groups
-from bot.policy import load_policy
+from bot.policy import Policy, load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local
 from fbworld.drills import Drill, DrillError, drills, get
@@ -233,6 +233,8 @@ async def open_console(
         if alert_token and settings.alertmanager_token is None:
             settings = settings.model_copy(update={"alertmanager_token": SecretStr(secrets.token_urlsafe(24))})
         rt = build_runtime(settings, clock)
+        if fleet is not None:
+            rt.services.policy = demo_policy(rt.services.policy)
         stack.push_async_callback(rt.services.redis.aclose)
         stack.push_async_callback(rt.services.chat.close)
         await check_policy_groups(rt.services)  # as `serve` does: a group roles.yaml names must exist
@@ -254,3 +256,14 @@ async def open_console(
             await rt.services.scheduler.stop(SCHEDULER_GRACE_S)
             scheduler.cancel()
             await asyncio.gather(scheduler, return_exceptions=True)
+
+
+DEMO_ALARM_POLL_S = 1.0  # a drill's clock runs fast: the remediation alarm must read the cells within it
+
+
+def demo_policy(policy: Policy) -> Policy:
+    """The demo fleet's policy: the product's, with the remediation alarm's watch polling every
+    second instead of every 30 (a drill at 60x plays a minute in a second)."""
+    levers = policy.levers
+    alarm = levers.remediation_alarm.model_copy(update={"poll_seconds": DEMO_ALARM_POLL_S})
+    return policy.model_copy(update={"levers": levers.model_copy(update={"remediation_alarm": alarm})})

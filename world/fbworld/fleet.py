@@ -35,6 +35,8 @@ DRIVER = "550.127.08"
 NODE_IMAGE = "cos-gpu-2026-11-03"
 # What a healthy route looks like: every cell takes an equal share.
 ROUTE_WEIGHT = 100
+# The cell whose GPU nodes a Medik8s NodeHealthCheck watches (the xid-storm drill's cell), and its name.
+NHC_CELL, NHC_NAME = "us-east-3", "gpu-nodes"
 TOOLGW_FLAGS = {"default.max_side_effect": "write", "acme.max_side_effect": "write", "globex.max_side_effect": "money"}
 
 
@@ -71,7 +73,25 @@ def cell_objects(cell: str, policy: Policy) -> list[dict[str, Any]]:
         samples.pod("sbx-tenant-acme", "sess-7f3a9c-0"),
         samples.quarantine_network_policy("sbx-tenant-acme"),  # the deny-all sandbox-quarantine's label needs
         *(gpu_node(cell, n, policy) for n in range(1, NODES_PER_CELL + 1)),
+        *([node_health_check(policy)] if cell == NHC_CELL else []),
     ]
+
+
+def node_health_check(policy: Policy) -> dict[str, Any]:
+    """The cell's Medik8s NodeHealthCheck (upstream's CRD at v0.9.0): it watches the GPU nodes
+    Firebreak counts (node_quarantine.gpu_node_selector) and starts Self Node Remediation on a node
+    whose kubelet is not Ready, or on which NVSentinel set GpuXidCritical, for five minutes. Enabled and
+    unpaused, so `remediation-pause` has something to pause in the demo."""
+    nhc = samples.node_health_check(NHC_NAME)
+    key, _, value = policy.levers.node_quarantine.gpu_node_selector.partition("=")
+    nhc["spec"]["selector"] = {"matchLabels": {key: value}}
+    nhc["spec"]["minHealthy"] = "40%"  # too low: the xid-storm drill's bad exporter lets it take half the cell
+    nhc["spec"]["unhealthyConditions"] = [
+        *nhc["spec"]["unhealthyConditions"],
+        {"type": "GpuXidCritical", "status": "True", "duration": "300s"},
+    ]
+    nhc["status"] = {"phase": "Enabled", "observedNodes": NODES_PER_CELL, "healthyNodes": NODES_PER_CELL}
+    return nhc
 
 
 def _scaled_deployment(ns: str, name: str) -> dict[str, Any]:

@@ -11,11 +11,23 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from fbworld.drills.model import BackendWeight, Event, KubeChange, NodeCondition, NodeLabels, RolloutRevision
+from fbworld.drills.model import (
+    BackendWeight,
+    Event,
+    KubeChange,
+    NodeCondition,
+    NodeLabels,
+    NodeRemediation,
+    RolloutRevision,
+)
 from fbworld.kube import FakeKubeCluster, samples
 
 REVISION = "rollout.argoproj.io/revision"
 POD_HASH = "rollouts-pod-template-hash"
+# Self Node Remediation's taint (medik8s/self-node-remediation, controllers: NoSchedule while it
+# remediates) and the field manager its controller-runtime binary writes with.
+SNR_TAINT = "remediation.medik8s.io/self-node-remediation"
+SNR_MANAGER = "self-node-remediation-manager"
 
 
 class KubeChangeError(Exception):
@@ -40,6 +52,8 @@ def apply(clusters: Mapping[str, FakeKubeCluster], change: KubeChange) -> str:
         return _revision(cluster, what)
     if isinstance(what, BackendWeight):
         return _weight(cluster, what)
+    if isinstance(what, NodeRemediation):
+        return _remediate(cluster, what)
     assert isinstance(what, NodeLabels)
     return _labels(cluster, what)
 
@@ -185,3 +199,37 @@ def _labels(cluster: FakeKubeCluster, n: NodeLabels) -> str:
         node["metadata"].setdefault("labels", {}).update(n.labels)
         cluster.put(node)
     return f"{len(n.nodes)} node(s) in {n.context} relabelled"
+
+
+def _remediate(cluster: FakeKubeCluster, r: NodeRemediation) -> str:
+    nhc = _get(cluster, "nodehealthchecks", r.nhc)
+    t = now_rfc3339()
+    for name in r.nodes:
+        node = _get(cluster, "nodes", name)
+        taints = node.setdefault("spec", {}).setdefault("taints", [])
+        if not any(x.get("key") == SNR_TAINT for x in taints):
+            taints.append({"key": SNR_TAINT, "effect": "NoSchedule", "timeAdded": t})
+        fields = node["metadata"].setdefault("managedFields", [])
+        fields.append(
+            {
+                "manager": SNR_MANAGER,
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": t,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:taints": {}}},
+            }
+        )
+        cluster.put(node)
+    status = nhc.setdefault("status", {})
+    unhealthy = status.setdefault("unhealthyNodes", [])
+    known = {u.get("name") for u in unhealthy}
+    for name in r.nodes:
+        if name in known:
+            continue
+        snr = {"apiVersion": "self-node-remediation.medik8s.io/v1alpha1", "kind": "SelfNodeRemediation", "name": name}
+        unhealthy.append({"name": name, "remediations": [{"resource": snr, "started": t}]})
+        status.setdefault("inFlightRemediations", {})[name] = t
+    status["healthyNodes"] = max(0, int(status.get("observedNodes", 0)) - len(unhealthy))
+    cluster.put(nhc)
+    return f"NodeHealthCheck {r.nhc} ({r.context}): Self Node Remediation on {len(r.nodes)} node(s)"

@@ -144,6 +144,16 @@ class NodeLabels(Strict):
     labels: dict[str, str]
 
 
+class NodeRemediation(Strict):
+    """A Medik8s NodeHealthCheck remediating nodes: for each node its Self Node Remediation puts the
+    `remediation.medik8s.io/self-node-remediation` NoSchedule taint on (written by the SNR
+    manager, as managedFields shows), and the NHC's status tracks it as unhealthy and in flight."""
+
+    context: str
+    nhc: str  # the NodeHealthCheck's name (cluster-scoped)
+    nodes: list[str] = Field(min_length=1)
+
+
 class KubeChange(Strict):
     """Exactly one change to a Kubernetes emulator."""
 
@@ -152,6 +162,7 @@ class KubeChange(Strict):
     rollout_revision: RolloutRevision | None = None
     backend_weight: BackendWeight | None = None
     node_labels: NodeLabels | None = None
+    node_remediation: NodeRemediation | None = None
 
     @model_validator(mode="after")
     def _one(self) -> KubeChange:

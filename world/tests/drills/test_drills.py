@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.console.drill import DrillSession
+from bot.console.drill import DrillSession, price_text
 from bot.console.main import open_console, start_drill
 from bot.console.session import Console
 from fbworld.drills import DrillError, drills, get
@@ -369,3 +369,84 @@ def test_speed_without_a_drill_and_a_drill_under_prometheus_url_are_refused():
     out = run_cli("console", "--drill", "xid-storm", env={"PROMETHEUS_URL": "http://127.0.0.1:9"})
     assert out.returncode == 2
     assert "PROMETHEUS_URL is set" in out.stderr and "Unset PROMETHEUS_URL" in out.stderr
+
+
+async def test_the_demo_cells_nodehealthcheck_can_be_paused_from_the_xid_storm(no_clusters):
+    out: list[str] = []
+    async with drilling("xid-storm", out) as c:
+        assert c.fleet is not None
+        cell = c.fleet.clusters["us-east-3"]
+        nhc = cell.get("nodehealthchecks", "gpu-nodes")
+        assert nhc is not None and "pauseRequests" not in nhc["spec"]
+        assert {"type": "GpuXidCritical", "status": "True", "duration": "300s"} in nhc["spec"]["unhealthyConditions"]
+        assert c.fleet.clusters["us-east-1"].get("nodehealthchecks", "gpu-nodes") is None
+        await _run(c, out, "wait +1m40s")
+        await _take_the_incident(c, out, ops="bob")
+        await _run(c, out, "as @bob")
+        dry = await _run(c, out, "/incident lever remediation-pause gpu-nodes --dry-run")
+        assert "gpu-nodes" in dry and "40" in dry, dry
+        said = await _run(c, out, "/incident lever remediation-pause gpu-nodes")
+        assert "applied and verified" in said, said
+        assert cell.get("nodehealthchecks", "gpu-nodes")["spec"]["pauseRequests"] == ["firebreak:INC-1"]
+        await _run(c, out, "drill end")
+
+
+async def test_xid_storm_nodehealthcheck_cordons_raise_the_alarm_once_and_the_pause_is_priced(no_clusters):
+    out: list[str] = []
+    async with drilling("xid-storm", out) as c:
+        assert c.fleet is not None
+        cell = c.fleet.clusters["us-east-3"]
+        await _run(c, out, "wait +1m40s")
+        await _take_the_incident(c, out, ops="bob")
+        await _run(c, out, "as @bob")
+        assert "applied and verified" in await _run(c, out, "/incident lever node-quarantine gpu-a3-0117 reason=xid79")
+        await _run(c, out, "wait end")  # the whole timeline: NodeHealthCheck cordons 21 nodes at +10:00
+        snr = "remediation.medik8s.io/self-node-remediation"
+        assert sum(snr in _taints(n) for n in cell.list("nodes")) == 21
+        alarms = await _alarms(c)
+        for _ in range(100):  # the demo's watch reads the cells every second
+            if alarms:
+                break
+            await asyncio.sleep(0.1)
+            alarms = await _alarms(c)
+        (alarm,) = alarms
+        d = alarm["detail"]
+        assert alarm["incident"] == "INC-1" and d["opened"] is False and d["reason"] == "rate" and d["count"] == 21
+        assert d["offered"] == ["gpu-nodes"] and "NodeHealthCheck (medik8s) 20" in d["who"]
+        # The NodeHealthCheck's cordons count against the floor: 21 of 40 out, a quarantine is refused.
+        said = await _run(c, out, "/incident lever node-quarantine gpu-a3-0140 reason=xid79", ok=False)
+        assert "Quarantine floor: us-east-3 has 21 of 40 GPU nodes quarantined" in said, said
+        dry = await _run(c, out, "/incident lever remediation-pause gpu-nodes --dry-run")
+        assert "firebreak:INC-1" in dry, dry
+        said = await _run(c, out, "/incident lever remediation-pause gpu-nodes")
+        assert "applied and verified" in said, said
+        assert cell.get("nodehealthchecks", "gpu-nodes")["spec"]["pauseRequests"] == ["firebreak:INC-1"]
+        await asyncio.sleep(2.5)  # more polls of the same burst: still one alarm
+        assert len(await _alarms(c)) == 1
+        await _run(c, out, "drill end")
+    report = _report(out)
+    assert re.search(r"Firebreak raised the remediation alarm: \dm \d\ds after the first signal .*Firebreak\)", report)
+    assert re.search(r"paused the NodeHealthCheck: \dm \d\ds after the first signal .*@bob\)", report)
+    assert re.search(
+        r"Remediation alarms:\n  \d\d:\d\d:\d\d UTC us-east-3: 21 node\(s\) out in the hour \(rate\), in INC-1; "
+        r"by who: NodeHealthCheck \(medik8s\) 20 .*offered remediation-pause on: gpu-nodes",
+        report,
+    )
+    levers = report.split("Levers pulled, and what each cost:\n", 1)[1].split("Postmortem draft", 1)[0].splitlines()
+    assert len(levers) == 2, levers
+    assert re.fullmatch(r"  \S+ UTC INC-1 REQ-\d+ node-quarantine gpu-a3-0117 \(us-east-3\): price: .+", levers[0])
+    assert re.fullmatch(r"  \S+ UTC INC-1 REQ-\d+ remediation-pause gpu-nodes \(us-east-3\): price: .+", levers[1])
+
+
+async def _alarms(c: Console) -> list[dict]:
+    return [e for e in await c.svc.audit.since(0) if e["action"] == "command.remediation_alarm"]
+
+
+def test_the_report_prints_the_price_the_audit_entry_recorded_and_never_guesses_one():
+    assert price_text({"price": {"text": "341 GPU-hours since the last checkpoint"}}) == (
+        "341 GPU-hours since the last checkpoint"
+    )
+    assert price_text({"plan": {"price": "12 workloads held (96 GPUs)"}}) == "12 workloads held (96 GPUs)"
+    assert price_text({"price": {"gangs": 1, "gpu_hours": "unknown"}}) == "gangs: 1; gpu_hours: unknown"
+    assert price_text({"plan": {"price": None}}) == "not priced"
+    assert price_text({}) == "not priced"
