@@ -83,6 +83,7 @@ async def _finish(
                 **rec.ids(),
                 "approved_by": rec.approved_by,
                 "message": message,
+                "price": rec.plan.get("price"),  # what it ran at: the drill report and the postmortem read it
                 **result,
             },
         )

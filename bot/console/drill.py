@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.core.services import Services
 from bot.postmortem import document
 from fbworld.drills import Decision, Drill, Match, Runner, clock
 from fbworld.fleet import DemoFleet
+from levers.price import Price
 
 WATCH_S = 0.25  # how often the audit is read for the expected decisions
 DELIVERY_WAIT_S = 15.0  # the scheduler picks a delivery up within its poll (0.5 s); Slack may be slow
@@ -268,19 +271,17 @@ def alarm_lines(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def price_text(detail: dict[str, Any]) -> str:
-    """A lever's price as its audit entry records it (the entry's `price`, else its plan's), or
-    `not priced` when the lever recorded none: nothing is computed here."""
-    price = detail.get("price")
-    if price is None:
-        price = (detail.get("plan") or {}).get("price") if isinstance(detail.get("plan"), dict) else None
-    if price is None or price == {} or price == "":
-        return "not priced"
-    if isinstance(price, dict):
-        for key in ("text", "summary", "line"):
-            if isinstance(price.get(key), str) and price[key]:
-                return str(price[key])
-        return "; ".join(f"{k}: {v}" for k, v in price.items())
-    return str(price)
+    """A lever's price as its audit entry records it (the entry's `price`, else its plan's), in the
+    postmortem's one-paragraph form, or `not priced` when the lever recorded none: nothing is computed
+    here."""
+    raw = detail.get("price")
+    if raw is None and isinstance(detail.get("plan"), dict):
+        raw = detail["plan"].get("price")
+    try:
+        price = Price.from_record(raw)
+    except ValidationError:
+        return "not priced (the recorded price is not readable)"
+    return price.text().removeprefix("Price: ") if price is not None else "not priced"
 
 
 def lever_lines(entries: list[dict[str, Any]]) -> list[str]:

@@ -435,6 +435,7 @@ async def test_xid_storm_nodehealthcheck_cordons_raise_the_alarm_once_and_the_pa
     levers = report.split("Levers pulled, and what each cost:\n", 1)[1].split("Postmortem draft", 1)[0].splitlines()
     assert len(levers) == 2, levers
     assert re.fullmatch(r"  \S+ UTC INC-1 REQ-\d+ node-quarantine gpu-a3-0117 \(us-east-3\): price: .+", levers[0])
+    assert "not priced" not in levers[0] and "not priced" not in levers[1], levers
     assert re.fullmatch(r"  \S+ UTC INC-1 REQ-\d+ remediation-pause gpu-nodes \(us-east-3\): price: .+", levers[1])
 
 
@@ -443,10 +444,13 @@ async def _alarms(c: Console) -> list[dict]:
 
 
 def test_the_report_prints_the_price_the_audit_entry_recorded_and_never_guesses_one():
-    assert price_text({"price": {"text": "341 GPU-hours since the last checkpoint"}}) == (
-        "341 GPU-hours since the last checkpoint"
+    hours = {"what": "JobSet train-llm/pretrain-405b", "unit": "GPU-hours", "value": 341.33, "how": "512 GPUs x 40 min"}
+    gpus = {"what": "JobSet train-llm/pretrain-405b", "unit": "GPUs", "value": 512}
+    assert price_text({"price": {"costs": [hours, gpus]}}) == (
+        "JobSet train-llm/pretrain-405b: 341 GPU-hours (512 GPUs x 40 min), 512 GPUs."
     )
-    assert price_text({"plan": {"price": "12 workloads held (96 GPUs)"}}) == "12 workloads held (96 GPUs)"
-    assert price_text({"price": {"gangs": 1, "gpu_hours": "unknown"}}) == "gangs: 1; gpu_hours: unknown"
+    unread = {"what": "JobSet train-llm/x", "unit": "GPU-hours", "value": None, "how": "no annotation"}
+    assert price_text({"plan": {"price": {"costs": [unread]}}}) == "JobSet train-llm/x: unknown (no annotation)."
+    assert price_text({"price": {"gangs": 1}}) == "not priced (the recorded price is not readable)"
     assert price_text({"plan": {"price": None}}) == "not priced"
     assert price_text({}) == "not priced"
