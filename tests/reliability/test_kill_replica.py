@@ -127,10 +127,17 @@ async def test_replica_killed_while_its_patch_is_on_the_way(pair: Pair, cell, po
             "REQ-1 kueue-hold research-h100 (us-east-3): failed: interrupted before the write landed; "
             "nothing changed (found stuck in flight; read back, not re-applied)."
         )
+
     # Said once in the incident channel, by B (its post follows the settle it reports).
-    await until(lambda: channel_posts(slack, channel, "REQ-1 kueue-hold"), 10, "B's post of REQ-1's outcome")
-    [post] = channel_posts(slack, channel, "REQ-1 kueue-hold")
+    def outcomes() -> list:
+        return [c for c in channel_posts(slack, channel, "REQ-1 kueue-hold") if "applying now" not in c.args["text"]]
+
+    await until(outcomes, 10, "B's post of REQ-1's outcome")
+    [post] = outcomes()
     assert post.token == token("b") and post.args["text"] == said
+    # Before its write, A (only A) said in the channel that it was applying, with the price.
+    [applying] = channel_posts(slack, channel, "REQ-1 kueue-hold research-h100 (us-east-3): applying now")
+    assert applying.token == token("a") and "Price (read now):" in applying.args["text"]
 
     # The audit: B's settle, then (the repair sweep, five minutes on) A's request as interrupted.
     entries = exported(pair.redis_url, "INC-1")
