@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import hashlib
 import json
 import os
@@ -73,7 +74,8 @@ def incident_of(size: int) -> Any:
 
 # -- BEFORE: the implementation on main before issue 26 ------------------------------------------
 # Copied from bot/audit/chain.py (ChainChecker, _parse, AuditLog.verify, AuditLog._incident_entries)
-# and bot/audit/sign.py (verify_signed) at commit 0541faa, changed only from methods to functions.
+# and bot/audit/sign.py (verify_signed) at commit 0541faa, changed only from methods to functions;
+# BeforeExpected is sign.Expected as it was at ed9bde0, before its flat fingerprint array.
 
 
 def before_parse(raw: str | bytes) -> dict[str, Any]:
@@ -142,10 +144,53 @@ async def before_scan(r: Redis, batch: int = 500) -> AsyncIterator[dict[str, Any
         start += len(chunk)
 
 
+def before_read_checkpoints(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class BeforeExpected:
+    """sign.Expected before the flat fingerprint array: each checkpoint's window as a string,
+    looked up per entry with bisect."""
+
+    def __init__(self, checkpoints: list[dict[str, Any]]) -> None:
+        self.heads: dict[int, str] = {}
+        windows: list[tuple[int, str]] = []
+        self.newest = 0
+        for c in checkpoints:
+            seq = int(c["seq"])
+            self.heads[seq] = c["hash"]
+            self.newest = max(self.newest, seq)
+            start, fps = c.get("from"), c.get("fps")
+            if isinstance(start, int) and isinstance(fps, str) and fps:
+                windows.append((start + 1, fps[: len(fps) // sign.FP_LEN * sign.FP_LEN]))
+        windows.sort(key=lambda w: w[0])
+        self._firsts = [w[0] for w in windows]
+        self._windows = windows
+        self._reach: list[int] = []
+        for first, fps in windows:
+            self._reach.append(max(first + len(fps) // sign.FP_LEN, self._reach[-1] if self._reach else 0))
+
+    def bad(self, e: dict[str, Any], seq: int) -> bool:
+        digest = e.get("hash")
+        if not isinstance(digest, str):
+            return seq <= self.newest
+        want = self.heads.get(seq)
+        if want is not None and digest != want:
+            return True
+        i = bisect.bisect_right(self._firsts, seq) - 1
+        while i >= 0 and self._reach[i] > seq:
+            first, fps = self._windows[i]
+            at = (seq - first) * sign.FP_LEN
+            if at + sign.FP_LEN <= len(fps) and not digest.startswith(fps[at : at + sign.FP_LEN]):
+                return True
+            i -= 1
+        return False
+
+
 async def before_verify_signed(r: Redis, pub: Ed25519PublicKey, checkpoints: list[dict[str, Any]]) -> int | None:
     for c in checkpoints:
         sign.check(pub, c)
-    expected = sign.Expected(checkpoints)
+    expected = BeforeExpected(checkpoints)
     signed_bad: int | None = None
     pos = 0
     async for e in before_scan(r):
@@ -218,11 +263,10 @@ async def measure(case: str, when: str, url: str, pubkey: str, checkpoints: str)
         result = await (before_verify(r) if when == "before" else log.verify())
     elif case == "verify-pubkey":
         pub = sign.load_public_key(Path(pubkey))  # reading the checkpoints is part of the command
-        ckpts = sign.read_checkpoints(Path(checkpoints))
         if when == "before":
-            result = await before_verify_signed(r, pub, ckpts)
+            result = await before_verify_signed(r, pub, before_read_checkpoints(Path(checkpoints)))
         else:
-            result = await sign.verify_signed(log, pub, ckpts)
+            result = await sign.verify_signed(log, sign.read_checkpoints(Path(checkpoints), pub))
     else:
         inc = INCIDENT if case == "export" else FIXED
         await (before_export(r, inc, out) if when == "before" else export(log, inc, out))

@@ -9,7 +9,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from redis.exceptions import RedisError
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from bot.audit import AuditLog
+    from bot.audit.sign import Expected
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,7 +143,7 @@ async def _audit(args: argparse.Namespace) -> int:
     from bot.store import connect
 
     pub = None
-    given: list[dict[str, object]] | None = None
+    given: Expected | None = None
     if args.audit_cmd == "verify":
         # All input is read before Redis is: a bad file changes nothing and says so in one line.
         if args.checkpoints is not None and args.pubkey is None:
@@ -151,8 +152,8 @@ async def _audit(args: argparse.Namespace) -> int:
         try:
             if args.pubkey is not None:
                 pub = await asyncio.to_thread(sign.load_public_key, args.pubkey)
-            if args.checkpoints is not None:
-                given = await asyncio.to_thread(sign.read_checkpoints, args.checkpoints)
+            if args.checkpoints is not None and pub is not None:  # --pubkey is required with it (above)
+                given = await asyncio.to_thread(sign.read_checkpoints, args.checkpoints, pub)
         except (sign.KeyFileError, sign.CheckpointFileError) as exc:
             print(f"firebreak: {exc}", file=sys.stderr)
             return 2
@@ -191,28 +192,31 @@ async def _audit(args: argparse.Namespace) -> int:
         await r.aclose()
 
 
-async def _verify_signed(log: AuditLog, pub: Ed25519PublicKey, given: list[dict[str, Any]] | None) -> int:
+async def _verify_signed(log: AuditLog, pub: Ed25519PublicKey, given: Expected | None) -> int:
     """`verify --pubkey`: the chain against checkpoints signed by ``pub`` (the file's, else Redis's copies)."""
     from bot.audit import sign
 
-    checkpoints = given if given is not None else await sign.stored_checkpoints(log.redis)
+    checkpoints = given if given is not None else await sign.stored_checkpoints(log.redis, pub)
     where = "the checkpoints file" if given is not None else "Redis (copies: pass --checkpoints for the published ones)"
     try:
-        bad = await sign.verify_signed(log, pub, checkpoints)
+        bad = await sign.verify_signed(log, checkpoints)
     except sign.BadCheckpoint as exc:
         print(f"audit checkpoint BAD: {exc}", file=sys.stderr)
         return 1
-    newest = max((int(c["seq"]) for c in checkpoints), default=0)
+    except sign.CheckpointFileError as exc:
+        print(f"firebreak: {exc}", file=sys.stderr)
+        return 2
+    newest = checkpoints.newest
     if bad is not None:
         print(
-            f"audit chain BROKEN at seq {bad} (checked against {len(checkpoints)} signed checkpoints)", file=sys.stderr
+            f"audit chain BROKEN at seq {bad} (checked against {checkpoints.count} signed checkpoints)", file=sys.stderr
         )
         return 1
     n = await log.count()
-    if not checkpoints:
+    if not checkpoints.count:
         print(f"audit chain OK ({n} entries), but no signed checkpoint in {where}: only hash-chained")
         return 0
-    print(f"audit chain OK ({n} entries; signed up to seq {newest}, {len(checkpoints)} checkpoints from {where})")
+    print(f"audit chain OK ({n} entries; signed up to seq {newest}, {checkpoints.count} checkpoints from {where})")
     return 0
 
 

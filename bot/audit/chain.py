@@ -546,7 +546,8 @@ class AuditLog:
         # even while other replicas keep appending. (hiredis parses the reply: a pure-Python parse
         # of thousands of replies a page cost more than checking them.)
         async with self._r.pipeline(transaction=True) as p:
-            p.hmget(Keys.AUDIT_ENTRIES, list(range(lo, lo + n)))
+            # The fields as bytes: redis-py's encoder passes them through (ints take repr + encode).
+            p.hmget(Keys.AUDIT_ENTRIES, [b"%d" % seq for seq in range(lo, lo + n)])
             p.get(Keys.AUDIT_HEAD)
             p.hlen(Keys.AUDIT_ENTRIES)
             rows, raw_head, stored = await p.execute()
@@ -555,7 +556,7 @@ class AuditLog:
     async def verify(self, batch: int = PAGE, signed: Signed | None = None) -> int | None:
         """The seq of the first bad entry, or None. Streams the chain page by page through a
         ChainChecker, so memory stays flat however long the chain is; the next page is read
-        while this one is checked. ``signed``: also ask it of each entry (signed checkpoints,
+        while this one is checked. ``signed``: also ask it of each page (signed checkpoints,
         bot/audit/sign.py) in the same pass; the earlier of the two breaks is the one named."""
         await self._old_layout()
 
@@ -571,35 +572,39 @@ class AuditLog:
                 rows, head, stored = await ahead
                 ahead = page(lo + batch)
                 await asyncio.sleep(0)  # let it send its request: Redis reads the next page meanwhile
-                for i, raw in enumerate(rows):
+                within = rows[: max(0, head[0] - lo + 1)]  # entries at or before the head
+                entries = [_parse(raw) if raw is not None else _MISSING for raw in within]
+                if signed is not None and entries and (bad := signed.first_bad(lo, entries)) is not None:
+                    found.append(bad)
+                for i, e in enumerate(entries):
                     seq = lo + i
                     if found and seq >= min(found):
                         return min(found)
-                    if seq > head[0]:
-                        # Past the head: the chain must end where the appender says, with nothing
-                        # stored beyond it (an entry added past the head, or a stray field).
-                        end = checker.finish(head) if checker.last == seq - 1 else None
-                        if end is None and stored > head[0]:
-                            end = head[0] + 1
-                        if signed is not None and (cut := signed.short(head[0])) is not None:
-                            found.append(cut)
-                        found += [end] if end is not None else []
-                        return min(found) if found else None
-                    e = _parse(raw) if raw is not None else _MISSING
-                    if signed is not None and signed.bad(e, seq):
-                        found.append(seq)
                     if checker.last == seq - 1:  # the chain is whole so far: keep checking it
-                        bad = checker.feed(e, raw)
+                        bad = checker.feed(e, within[i])
                         if bad is not None:
                             found.append(bad)
+                if found:
+                    return min(found)
+                if len(within) < len(rows):
+                    # Past the head: the chain must end where the appender says, with nothing
+                    # stored beyond it (an entry added past the head, or a stray field).
+                    seq = lo + len(within)
+                    end = checker.finish(head) if checker.last == seq - 1 else None
+                    if end is None and stored > head[0]:
+                        end = head[0] + 1
+                    if signed is not None and (cut := signed.short(head[0])) is not None:
+                        found.append(cut)
+                    found += [end] if end is not None else []
+                    return min(found) if found else None
                 lo += batch
         finally:
             await asyncio.gather(ahead, return_exceptions=True)  # not left in flight on the connection
 
 
 class Signed(Protocol):
-    """What verify asks of each entry besides the chain (bot/audit/sign.py Expected)."""
+    """What verify asks of each page besides the chain (bot/audit/sign.py Expected)."""
 
-    def bad(self, e: dict[str, Any], seq: int) -> bool: ...
+    def first_bad(self, lo: int, entries: list[dict[str, Any]]) -> int | None: ...
 
     def short(self, last: int) -> int | None: ...

@@ -15,11 +15,14 @@ import binascii
 import bisect
 import hashlib
 import json
+import multiprocessing
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import orjson
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -36,6 +39,7 @@ EVERY_SECONDS = 60.0  # ...or this often (seconds), whichever comes first, when 
 FP_LEN = 8  # hex digits of each entry's hash in a checkpoint's fingerprints
 _CONTEXT = b"firebreak-audit-checkpoint/v1\n"  # the signature is over this and the canonical body
 _SIGNED = ("seq", "hash", "ts", "key_id", "from", "fps")
+PARALLEL_FROM = 1000  # from this many checkpoints on, their signatures are checked in a worker process
 MAX_FPS = 1000  # at most this many entries' fingerprints in one checkpoint
 CLAIM_TTL_S = 86_400  # a claim only has to outlive the race between replicas signing one seq
 
@@ -119,13 +123,20 @@ def sign(key: Ed25519PrivateKey, body: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "sig": base64.b64encode(key.sign(_CONTEXT + canonical(doc))).decode()}
 
 
-def check(pub: Ed25519PublicKey, ckpt: dict[str, Any]) -> None:
-    """Raise BadCheckpoint unless ``ckpt`` is signed by ``pub``."""
+def signed_by(pub: Ed25519PublicKey, ckpt: dict[str, Any]) -> bool:
+    """Is ``ckpt`` signed by ``pub``?"""
     try:
         sig = base64.b64decode(str(ckpt.get("sig", "")), validate=True)
         pub.verify(sig, _CONTEXT + canonical({k: ckpt.get(k) for k in _SIGNED}))
     except (InvalidSignature, binascii.Error, ValueError):
-        raise BadCheckpoint(ckpt.get("seq")) from None
+        return False
+    return True
+
+
+def check(pub: Ed25519PublicKey, ckpt: dict[str, Any]) -> None:
+    """Raise BadCheckpoint unless ``ckpt`` is signed by ``pub``."""
+    if not signed_by(pub, ckpt):
+        raise BadCheckpoint(ckpt.get("seq"))
 
 
 def _as_checkpoint(obj: object) -> dict[str, Any] | None:
@@ -142,96 +153,200 @@ def _as_checkpoint(obj: object) -> dict[str, Any] | None:
     return obj if ok else None
 
 
-def read_checkpoints(path: Path) -> list[dict[str, Any]]:
-    """Every checkpoint in a JSON Lines file (blank lines skipped); a line that is not one is an error."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointFileError(f"can't read the checkpoints file {path}: {exc}") from None
-    out = []
-    for n, line in enumerate(lines, 1):
+def _lines(f: BinaryIO, digest: Any) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """(line number, the checkpoint or None when the line is not one) of each line that is not
+    blank, every byte read also fed to ``digest``."""
+    for n, line in enumerate(f, 1):
+        digest.update(line)
         if not line.strip():
             continue
         try:
-            ckpt = _as_checkpoint(json.loads(line))
-        except json.JSONDecodeError:
-            ckpt = None
-        if ckpt is None:
-            raise CheckpointFileError(f"{path} line {n} is not a checkpoint (a JSON object with seq, hash, ts, sig)")
-        out.append(ckpt)
+            yield n, _as_checkpoint(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            yield n, None
+
+
+def read_checkpoints(path: Path, pub: Ed25519PublicKey) -> Expected:
+    """Every checkpoint in a JSON Lines file (blank lines skipped), read a line at a time and kept
+    compactly; a line that is not a checkpoint is an error. The signatures are checked from the
+    file again by ``Expected.signatures`` (so none of the signed bytes is held here)."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            out = Expected(pub, path)
+            for n, ckpt in _lines(f, digest):
+                if ckpt is None:
+                    raise CheckpointFileError(
+                        f"{path} line {n} is not a checkpoint (a JSON object with seq, hash, ts, sig)"
+                    )
+                out.add(ckpt)
+    except OSError as exc:
+        raise CheckpointFileError(f"can't read the checkpoints file {path}: {exc.strerror or exc}") from None
+    out.read_digest = digest.hexdigest()
     return out
 
 
+def _file_unsigned(pub_raw: bytes, path: str) -> tuple[tuple[object] | None, str]:
+    """(seq,) of the first checkpoint in the file whose signature this key did not make, or
+    None; and the SHA-256 of the bytes read (the caller compares it with its own read)."""
+    pub = Ed25519PublicKey.from_public_bytes(pub_raw)
+    digest, bad = hashlib.sha256(), None
+    with open(path, "rb") as f:
+        for _, ckpt in _lines(f, digest):
+            if bad is None and ckpt is not None and not signed_by(pub, ckpt):
+                bad = (ckpt.get("seq"),)
+    return bad, digest.hexdigest()
+
+
+_UNSET = b"\0" * FP_LEN  # no checkpoint fingerprints this seq
+_CONFLICT = b"\1" * FP_LEN  # two checkpoints disagree about it: no entry can match
+_NO_HASH = b"\2" * FP_LEN  # what an entry without a usable hash compares as: never a fingerprint
+_MASK = bytes([0] + [0xFF] * 255)  # translate(): 0x00 where nothing is expected, 0xff elsewhere
+
+
 class Expected:
-    """What signed checkpoints say the chain holds: each checkpoint's head hash and the
-    fingerprints of the entries before it. Checked entry by entry as verify streams the log."""
+    """What signed checkpoints say the chain holds: each checkpoint's head hash and one flat
+    array of the fingerprints they give (FP_LEN bytes per seq, zeros where none does), checked a
+    page at a time as verify streams the log: one big-integer compare per page, not per entry
+    (at 10^6 entries that is 8 MB and a fraction of a second)."""
 
-    def __init__(self, checkpoints: Iterable[dict[str, Any]]) -> None:
+    def __init__(self, pub: Ed25519PublicKey, path: Path | None = None) -> None:
+        self._pub = pub
         self.heads: dict[int, str] = {}
-        # Each checkpoint's fingerprints as it came (first seq, the string), sorted by first seq:
-        # not one dict item per entry, which at 10^6 entries cost ~150 MB.
-        windows: list[tuple[int, str]] = []
+        self._head_seqs: list[int] = []  # sorted lazily (heads come in any order)
+        self._fps = bytearray()
         self.newest = 0
-        for c in checkpoints:
-            seq = int(c["seq"])
-            self.heads[seq] = c["hash"]
-            self.newest = max(self.newest, seq)
-            start, fps = c.get("from"), c.get("fps")
-            if isinstance(start, int) and isinstance(fps, str) and fps:
-                windows.append((start + 1, fps[: len(fps) // FP_LEN * FP_LEN]))
-        windows.sort(key=lambda w: w[0])
-        self._firsts = [w[0] for w in windows]
-        self._windows = windows
-        # _reach[i]: the end (exclusive seq) furthest out among windows 0..i, so a look back stops
-        # at once when no earlier window reaches the seq (the bot's windows do not overlap).
-        self._reach: list[int] = []
-        for first, fps in windows:
-            self._reach.append(max(first + len(fps) // FP_LEN, self._reach[-1] if self._reach else 0))
+        self.count = 0
+        # From a file, the signatures are checked by signatures() from the file (alongside the
+        # stream when there are many); until then the figures are taken as given, and a bad one
+        # voids the verdict. Otherwise (Redis's copies) each is checked as it is added.
+        self._path = path
+        self.read_digest = ""  # SHA-256 of the file as read_checkpoints read it
+        self._unsigned: tuple[object] | None = None  # (seq,) of the first this key did not sign
 
-    def bad(self, e: dict[str, Any], seq: int) -> bool:
-        """Does the entry at position ``seq`` contradict a checkpoint?"""
-        digest = e.get("hash")
-        if not isinstance(digest, str):
-            return seq <= self.newest
-        want = self.heads.get(seq)
-        if want is not None and digest != want:
-            return True
-        # Every checkpoint that fingerprints the entry must agree with it: the windows that start
-        # at or before ``seq`` and reach past it.
-        i = bisect.bisect_right(self._firsts, seq) - 1
-        while i >= 0 and self._reach[i] > seq:
-            first, fps = self._windows[i]
-            at = (seq - first) * FP_LEN
-            if at + FP_LEN <= len(fps) and not digest.startswith(fps[at : at + FP_LEN]):
-                return True
-            i -= 1
-        return False
+    def add(self, c: dict[str, Any]) -> None:
+        """Take one checkpoint (its signature: see ``signatures``)."""
+        self.count += 1
+        if self._path is None and not signed_by(self._pub, c):
+            self._unsigned = self._unsigned or (c.get("seq"),)
+            return
+        if not isinstance(c.get("seq"), int) or not isinstance(c.get("hash"), str):
+            return  # not a checkpoint the bot wrote: its signature fails, and it says nothing
+        seq = int(c["seq"])
+        self.heads[seq] = c["hash"]
+        self._head_seqs = []
+        self.newest = max(self.newest, seq)
+        start, fps = c.get("from"), c.get("fps")
+        if not (isinstance(start, int) and start >= 0 and isinstance(fps, str) and fps.isascii()):
+            return
+        raw = fps[: len(fps) // FP_LEN * FP_LEN].encode()
+        at, end = start * FP_LEN, start * FP_LEN + len(raw)  # entry start+1 sits at byte start*FP_LEN
+        if len(self._fps) < end:
+            self._fps.extend(bytes(end - len(self._fps)))
+        old = bytes(self._fps[at:end])
+        if old == bytes(len(raw)):
+            self._fps[at:end] = raw
+            return
+        # Overlapping checkpoints (the same ones from two sources, say): where they disagree, no
+        # entry can satisfy both, so that seq is marked as one that always fails.
+        for i in range(0, len(raw), FP_LEN):
+            was, now = old[i : i + FP_LEN], raw[i : i + FP_LEN]
+            if was == _UNSET:
+                self._fps[at + i : at + i + FP_LEN] = now
+            elif was != now:
+                self._fps[at + i : at + i + FP_LEN] = _CONFLICT
+
+    async def signatures(self) -> tuple[object] | None:
+        """(seq,) of a checkpoint this key did not sign, or None. From a file, many are checked in
+        a worker process while the caller goes on (cryptography holds the GIL while it verifies:
+        a thread would only take turns with the stream), a few in a thread."""
+        if self._path is None:
+            return self._unsigned
+        raw = self._pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        try:
+            if self.count < PARALLEL_FROM:
+                bad, seen = await asyncio.to_thread(_file_unsigned, raw, str(self._path))
+            else:
+                # spawn, not fork: a forked copy of a process with an event loop, threads and sockets.
+                with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                    bad, seen = await asyncio.get_running_loop().run_in_executor(
+                        pool, _file_unsigned, raw, str(self._path)
+                    )
+        except OSError as exc:
+            raise CheckpointFileError(f"can't read the checkpoints file {self._path}: {exc.strerror or exc}") from None
+        if seen != self.read_digest:
+            # What was checked must be what was read, or a file swapped in between would pass.
+            raise CheckpointFileError(f"the checkpoints file {self._path} changed while it was read: run verify again")
+        return bad
+
+    def first_bad(self, lo: int, entries: list[dict[str, Any]]) -> int | None:
+        """The first seq in ``entries`` (seqs lo, lo+1, ...) that contradicts a checkpoint."""
+        n = len(entries)
+        found: list[int] = []
+        if not self._head_seqs:
+            self._head_seqs = sorted(self.heads)
+        i = bisect.bisect_left(self._head_seqs, lo)
+        while i < len(self._head_seqs) and (seq := self._head_seqs[i]) < lo + n:
+            if entries[seq - lo].get("hash") != self.heads[seq]:
+                found.append(seq)
+                break
+            i += 1
+        want = bytes(self._fps[(lo - 1) * FP_LEN : (lo - 1 + n) * FP_LEN])
+        if want.strip(b"\0"):
+            got = b"".join(_fp(e) for e in entries)[: len(want)]
+            mask = want.translate(_MASK)
+            if int.from_bytes(got, "big") & int.from_bytes(mask, "big") != int.from_bytes(want, "big"):
+                for k in range(0, len(want), FP_LEN):
+                    w = want[k : k + FP_LEN]
+                    if w != _UNSET and got[k : k + FP_LEN] != w:
+                        found.append(lo + k // FP_LEN)
+                        break
+        if lo <= self.newest:
+            # An entry with no hash at all, at or before a checkpoint, is a rewrite too.
+            for k, e in enumerate(entries[: self.newest - lo + 1]):
+                if not isinstance(e.get("hash"), str):
+                    found.append(lo + k)
+                    break
+        return min(found) if found else None
 
     def short(self, last: int) -> int | None:
         """The first missing seq if a chain ending at ``last`` was cut back below a checkpoint."""
         return last + 1 if last < self.newest else None
 
 
-async def verify_signed(audit: AuditLog, pub: Ed25519PublicKey, checkpoints: list[dict[str, Any]]) -> int | None:
+def _fp(e: dict[str, Any]) -> bytes:
+    digest = e.get("hash")
+    if isinstance(digest, str) and len(digest) >= FP_LEN and digest.isascii():
+        return digest[:FP_LEN].encode()
+    return _NO_HASH
+
+
+async def verify_signed(audit: AuditLog, checkpoints: Expected) -> int | None:
     """The first bad seq against the hash chain and the signed checkpoints, or None.
-    Raises BadCheckpoint for a checkpoint this key did not sign (checked before the chain)."""
-    for c in checkpoints:
-        check(pub, c)
-    # One pass: the chain and the checkpoints are checked entry by entry as the log streams by
-    # (the head is read with each page, so appends by running replicas are no false alarm).
-    return await audit.verify(signed=Expected(checkpoints))
+    Raises BadCheckpoint for a checkpoint this key did not sign: then no verdict on the chain
+    is given, as the checkpoints it was held to are not all the key's."""
+    signatures = asyncio.create_task(checkpoints.signatures())
+    try:
+        # One pass: the chain and the checkpoints are checked page by page as the log streams by
+        # (the head is read with each page, so appends by running replicas are no false alarm).
+        verdict = await audit.verify(signed=checkpoints)
+    finally:
+        unsigned = await signatures
+    if unsigned is not None:
+        raise BadCheckpoint(unsigned[0])
+    return verdict
 
 
-async def stored_checkpoints(redis: Redis) -> list[dict[str, Any]]:
+async def stored_checkpoints(redis: Redis, pub: Ed25519PublicKey) -> Expected:
     """The copies kept in Redis: a convenience (whoever writes Redis can delete them)."""
-    out = []
+    out = Expected(pub)
     for raw in await redis.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1):
         try:
             c = _as_checkpoint(json.loads(raw))
         except json.JSONDecodeError:
             c = None
         # Only the bot writes these: anything else there was put there, and is reported as such.
-        out.append(c if c is not None else {"seq": "? (a copy in Redis that is not a checkpoint)", "sig": ""})
+        out.add(c if c is not None else {"seq": "? (a copy in Redis that is not a checkpoint)", "sig": ""})
     return out
 
 

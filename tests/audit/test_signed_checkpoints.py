@@ -84,16 +84,19 @@ async def test_a_rewrite_from_entry_5_passes_the_plain_check_but_not_the_signed_
     # The first entry is due at once (none signed yet), then one every 100, and the head at the end.
     assert [c["seq"] for c in made] == [1, 101, 201, 300]
     published = _jsonl(tmp_path / "ckpts.jsonl", made)
+    # The same checkpoints gathered from two sources (the log and the channel), newest first.
+    twice = _jsonl(tmp_path / "twice.jsonl", made[::-1] + made)
     pub = str(keys[1])
-    ok = cli(redis_url, "verify", "--pubkey", pub, "--checkpoints", str(published))
-    assert ok.returncode == 0 and "signed up to seq 300" in ok.stdout, ok.stderr
+    for given in (published, twice):
+        ok = cli(redis_url, "verify", "--pubkey", pub, "--checkpoints", str(given))
+        assert ok.returncode == 0 and "signed up to seq 300" in ok.stdout, ok.stderr
 
     r = signed.services.redis
     entries = await _entries(r)
     entries[4]["actor"] = "UMALLORY"
     await _rewrite(r, entries, 5)
     assert cli(redis_url, "verify").stdout.strip() == "audit chain OK (300 entries)"  # the hash chain is fooled
-    for args in (["--checkpoints", str(published)], []):  # the published checkpoints, or Redis's copies
+    for args in (["--checkpoints", str(published)], ["--checkpoints", str(twice)], []):  # or Redis's copies
         out = cli(redis_url, "verify", "--pubkey", pub, *args)
         assert out.returncode == 1, out.stdout
         assert out.stderr.startswith("audit chain BROKEN at seq 5 "), out.stderr
