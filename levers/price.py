@@ -105,8 +105,14 @@ def show(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+# Units whose value names one thing (rollout-abort's revision restored) rather than counting things.
+ORDINALS = frozenset({"revision"})
+
+
 def figure(value: float | None, unit: str) -> str:
     """A figure with its unit (`341 GPU-hours`, `1 GPU`); an unread one is `unknown`, never 0."""
     if value is None:
         return f"unknown {unit}"
+    if unit in ORDINALS:  # a number that names one thing, not a count of them: revision 3
+        return f"{unit} {show(value)}"
     return f"{show(value)} {unit.removesuffix('s') if value == 1 else unit}"  # 1 workload, 1 GPU

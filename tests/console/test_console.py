@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
+from levers.catalogue import LEVERS
 from tests.support.core import REPO, run_cli
 
 SESSION = """\
@@ -84,3 +86,68 @@ def test_unreadable_script_is_a_one_line_error(tmp_path):
     out = run_cli("console", "--script", str(tmp_path / "missing.txt"))
     assert out.returncode == 2
     assert out.stderr.strip() == f"firebreak: cannot read script {tmp_path / 'missing.txt'}: No such file or directory"
+
+
+# Every lever of the catalogue, dry-run on the demo fleet as its docs (docs/operating.md) name them.
+LEVER_LINES = {
+    "kueue-hold": "research-h100",
+    "kueue-hold-drain": "research-h100",
+    "jobset-suspend": "train-llm/pretrain-405b",
+    "node-quarantine": "gpu-a3-0117 reason=xid79",
+    "route-weight": "edge/chat-global backend=cell-us-east-3",
+    "keda-pause": "serve-chat/llm-70b",
+    "killswitch": "toolgw/toolgw-flags tenant=acme level=read",
+    "rollout-abort": "serve-chat/llm-70b",
+    "sandbox-quarantine": "sbx-tenant-acme/sess-7f3a9c-0",
+    "remediation-pause": "gpu-nodes",
+}
+
+
+def test_every_levers_plan_in_the_console_states_its_price(tmp_path):
+    assert sorted(LEVER_LINES) == sorted(LEVERS), "a lever the console test does not pull"
+    script = tmp_path / "prices.txt"
+    script.write_text(
+        "/incident declare Price every lever --sev 2 --cell us-east-3\n"
+        + "".join(f"/incident role {seat} @you\n" for seat in ("ops", "model", "security"))
+        + "".join(f"/incident lever {name} {args} --dry-run\n" for name, args in LEVER_LINES.items())
+    )
+    out = run_cli("console", "--script", str(script), "--user", "you")
+    assert out.returncode == 0, out.stdout + out.stderr
+    # One section per pulled lever: its typed line up to the next prompt.
+    sections = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"> /incident lever (\S+) .*?--dry-run\n(.*?)(?=\n@you |\Z)", out.stdout, re.S)
+    }
+    assert sorted(sections) == sorted(LEVER_LINES)
+    prices: dict[str, list[str]] = {}
+    for name, text in sections.items():
+        assert "(dry run): plan:" in text and "Price (read now):" in text, (name, text)
+        lines = text.split("Price (read now):", 1)[1].splitlines()
+        prices[name] = [ln.strip() for ln in lines if ln.strip().startswith("• ")]
+        assert prices[name], (name, text)
+        # The demo answers every figure a default query names: none is unknown for want of a series.
+        assert not any("not one the demo fleet simulates" in ln for ln in prices[name]), (name, prices[name])
+    # What the demo fleet holds, priced from it (docs/operating.md): the 512-GPU pretraining gang
+    # checkpointed 40 minutes before the fleet started, the route's third cell serving 40 req/s…
+    assert any(
+        re.search(r": 34[12] GPU-hours \(512 GPUs x 40 min since the last checkpoint", ln)
+        for ln in prices["jobset-suspend"]
+    )
+    assert (
+        "• traffic moved off cell-us-east-3: 16 req/s (cell-us-east-3 serves 40 req/s now; the step takes 40%)"
+        in prices["route-weight"]
+    )
+    assert any(
+        ln.startswith("• receiver cell-us-east-1 (us-east-1): 40 → 48 req/s after the step")
+        for ln in prices["route-weight"]
+    )
+    assert any("): 6 now (15 min ago 6: flat)" in ln for ln in prices["keda-pause"])
+    assert any("admitted workloads evicted: 512 GPUs" in ln for ln in prices["kueue-hold-drain"])
+    assert any(
+        ln.endswith("revision 1 (ReplicaSet llm-70b-6d9f7c8b5, pod-template-hash 6d9f7c8b5)")
+        for ln in prices["rollout-abort"]
+    )
+    assert any("40 nodes (40 healthy now)" in ln for ln in prices["remediation-pause"])
+    # …and no default query for a tool gateway's calls or a sandbox's sessions: unknown, saying why.
+    for name in ("killswitch", "sandbox-quarantine"):
+        assert any(": unknown (policy price." in ln for ln in prices[name]), prices[name]

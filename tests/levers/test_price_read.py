@@ -253,7 +253,7 @@ async def test_rollout_abort_names_the_canarys_share_and_the_revision_restored(a
     price = price_of(out)
     assert "• traffic on the new revision (7b8c9d6f4), back to stable: 20 % (Argo's status.canary.weights)" in price
     assert (
-        "• revision restored (the stable ReplicaSet): 1 revision (ReplicaSet llm-70b-6d9f7c8b5, "
+        "• revision restored (the stable ReplicaSet): revision 1 (ReplicaSet llm-70b-6d9f7c8b5, "
         "pod-template-hash 6d9f7c8b5)" in price
     ), price
 

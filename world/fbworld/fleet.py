@@ -13,8 +13,10 @@ import contextlib
 import copy
 import secrets
 import shutil
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,10 @@ NODE_IMAGE = "cos-gpu-2026-11-03"
 ROUTE_WEIGHT = 100
 # The cell whose GPU nodes a Medik8s NodeHealthCheck watches (the xid-storm drill's cell), and its name.
 NHC_CELL, NHC_NAME = "us-east-3", "gpu-nodes"
+# The pretraining JobSet's trainer wrote its last checkpoint this long before the fleet started, in
+# the annotation the default policy reads (price.checkpoint_annotation): jobset-suspend's price is
+# then 512 GPUs x 40 min = 341 GPU-hours, growing by the minute as a real one would.
+CHECKPOINT_AGE_S = 40 * 60
 TOOLGW_FLAGS = {"default.max_side_effect": "write", "acme.max_side_effect": "write", "globex.max_side_effect": "money"}
 
 
@@ -54,19 +60,32 @@ def gpu_node(cell: str, n: int, policy: Policy) -> dict[str, Any]:
     return node
 
 
-def cell_objects(cell: str, policy: Policy) -> list[dict[str, Any]]:
+def trigger_query(cell: str, target: str = "llm-70b") -> str:
+    """The 70B model's ScaledObject trigger in ``cell``: vLLM's queue, summed. In a real cluster the
+    trigger asks the cell's own Prometheus; the demo's one Prometheus serves every cell, so the
+    query names the cell (the label a scrape config adds)."""
+    return f'sum(vllm:num_requests_waiting{{cell="{cell}",model_name="{target}"}})'
+
+
+def cell_objects(cell: str, policy: Policy, now: float) -> list[dict[str, Any]]:
     """What one cell serves: a Kueue ClusterQueue with a Kueue-managed JobSet, the 70B model's Argo
     Rollout (KEDA scales it) with its ReplicaSets, a router Deployment KEDA scales, the tool
     gateway's flags, an agent sandbox pod with its namespace's quarantine deny-all, and the GPU nodes
     with the GPU taint they carry."""
     rollout = samples.rollout("serve-chat", "llm-70b")
     cm_ns, cm_name = policy.levers.killswitch.configmap.split("/", 1)
+    jobset = samples.kueue_jobset("train-llm", "pretrain-405b", queue="research-h100")
+    if policy.levers.price.checkpoint_annotation:
+        at = datetime.fromtimestamp(now - CHECKPOINT_AGE_S, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        jobset["metadata"].setdefault("annotations", {})[policy.levers.price.checkpoint_annotation] = at
+    scaled = samples.scaled_object("serve-chat", "llm-70b", target="llm-70b")
+    scaled["spec"]["triggers"][0]["metadata"]["query"] = trigger_query(cell)
     return [
         samples.cluster_queue("research-h100"),
-        samples.kueue_jobset("train-llm", "pretrain-405b", queue="research-h100"),
+        jobset,
         rollout,
         *samples.rollout_replica_sets(rollout),
-        samples.scaled_object("serve-chat", "llm-70b", target="llm-70b"),
+        scaled,
         samples.deployment("serve-chat", "chat-router", replicas=3),
         _scaled_deployment("serve-chat", "chat-router"),
         samples.configmap_toolgw(cm_ns, dict(TOOLGW_FLAGS), name=cm_name),
@@ -171,7 +190,8 @@ async def demo_fleet(policy: Policy, workdir: Path, *, prometheus: bool) -> Asyn
     """Start the demo fleet's emulators (and, with ``prometheus``, the simulated Prometheus); the
     kubeconfig is written into ``workdir`` with a token made for this run."""
     token = secrets.token_urlsafe(24)
-    contexts = {policy.levers.cells.get(cell, cell): cell_objects(cell, policy) for cell in CELLS}
+    now = time.time()
+    contexts = {policy.levers.cells.get(cell, cell): cell_objects(cell, policy, now) for cell in CELLS}
     contexts[policy.levers.fleet_context] = fleet_objects(policy)
     clusters: dict[str, FakeKubeCluster] = {}
     fleet: DemoFleet | None = None
@@ -184,6 +204,8 @@ async def demo_fleet(policy: Policy, workdir: Path, *, prometheus: bool) -> Asyn
         fleet.metrics.derive("quarantined", lambda cell: fleet.quarantined_fraction(cell, policy) if fleet else None)
         if prometheus:
             fleet.prometheus = DemoPrometheus(fleet.metrics, policy)
+            for cell in CELLS:  # what keda-pause's price reads: the ScaledObject's own trigger
+                fleet.prometheus.register(trigger_query(cell), cell, "waiting", by_cell=False)
             await fleet.prometheus.start()
         log.info("demo_fleet_started", contexts=sorted(clusters), prometheus=prometheus)
         yield fleet

@@ -2,7 +2,8 @@
 
 One number per (cell, figure). The figures are the default policy's triage queries
 (policies/queries.yaml, by name) plus ``demand``, the requests a cell finishes per second
-(queries.yaml `changed.demand`). Every figure starts at ``HEALTHY`` and holds it until a game-day
+(queries.yaml `changed.demand`, route-weight's price), and ``waiting``, the 70B model's queue (its
+ScaledObject's trigger, keda-pause's price). Every figure starts at ``HEALTHY`` and holds it until a game-day
 drill (or a test) moves it with ``set``; each change is a step at a given time and the history is
 kept, so a question about a past time ("demand 3 hours ago", an alert's expression over the last
 24 h) gets what was true then.
@@ -41,6 +42,7 @@ HEALTHY: dict[str, float] = {
     "quarantined": 0.0,  # fraction of GPU nodes
     "kueue_pending": 0.0,  # count
     "demand": 40.0,  # requests finished per second
+    "waiting": 6.0,  # requests queued for the 70B model (the ScaledObject's trigger; its threshold is 20)
 }
 FIGURES: tuple[str, ...] = tuple(HEALTHY)
 

@@ -10,13 +10,17 @@ by their text (whitespace runs collapsed), and what each one answers:
 - levers.yaml's headroom query for every cell (``$cell`` only, as route-weight substitutes it):
   the cell's ``burn_fast``;
 - queries.yaml's ``changed.demand`` query: one sample per cell with its ``demand``;
+- levers.yaml's ``price.route-weight.rate_query`` for every cell (``$cell`` substituted): the
+  cell's ``demand``, as one sample with no labels (``sum(…)`` keeps none);
 - expressions ``register``-ed for game-day alerts: ``{cell}`` with a figure only while
-  ``figure op threshold`` holds (a PromQL filter: no series otherwise).
+  ``figure op threshold`` holds (a PromQL filter: no series otherwise); and, with no ``op``, the
+  fleet's ScaledObject triggers, unlabelled, always;
 
 Each of those answers ``{cell}`` and nothing else because that is the label set Prometheus gives
-those expressions (every one aggregates ``by (cell)``; world/tests/prometheus cross-checks it against a real
-Prometheus). Any other expression is refused with 422 ``execution`` and a sentence saying the demo
-does not simulate it, so the app shows `failed` with that reason, never a made-up number.
+those expressions (every one aggregates ``by (cell)``), or no label where the expression is a bare
+``sum(…)`` (world/tests/prometheus cross-checks both against a real Prometheus). Any other
+expression is refused with 422 ``execution`` and a sentence saying the demo does not simulate it,
+so the app shows `failed` with that reason, never a made-up number.
 
 Parameters, errors and JSON follow Prometheus 2.42's API byte for byte where it matters to a
 client (checked against the binary the test suite runs): times as float seconds or RFC 3339,
@@ -34,12 +38,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
+from string import Template
 from typing import Self
 
 from aiohttp import web
 
 from bot import logs
 from bot.policy.sections import Policy
+from bot.prom.promql import escape
 from fbworld.metrics import FIGURES, FleetMetrics
 
 log = logs.get(__name__)
@@ -264,6 +270,8 @@ class Source:
     name: str
     op: str | None = None
     threshold: float = 0.0
+    # The answer's label set: {cell} for a `by (cell)` aggregation, none for a bare sum(...).
+    by_cell: bool = True
 
     def holds(self, v: float) -> bool:
         return self.op is None or OPS[self.op](v, self.threshold)  # NaN holds nothing, as in PromQL
@@ -283,9 +291,11 @@ def policy_expressions(policy: Policy, cells: tuple[str, ...]) -> dict[str, list
         if q.name in FIGURES:  # a query of a custom policy the fleet has no figure for stays unknown
             for cell in cells:
                 add(q.render(cell, taint_key), Source(cell, q.name))
+    rate = policy.levers.price.route_weight.rate_query
     for cell in cells:
         add(policy.levers.headroom.render(cell), Source(cell, "burn_fast"))
         add(policy.queries.changed.demand.query, Source(cell, "demand"))
+        add(Template(rate).safe_substitute(cell=escape(cell)), Source(cell, "demand", by_cell=False))
     return out
 
 
@@ -307,18 +317,21 @@ class DemoPrometheus:
             raise RuntimeError("the demo Prometheus is not started")
         return self._url
 
-    def register(self, expr: str, cell: str, name: str, op: str, threshold: float) -> None:
-        """Answer ``expr`` with ``{cell}`` and figure ``name`` at the times ``name op threshold``
-        holds (a game-day alert's expression, e.g. ``max by (cell) (…) > 0``). The same expression
-        may be registered for several cells; registering it again for a cell replaces that one."""
-        if op not in OPS:
+    def register(
+        self, expr: str, cell: str, name: str, op: str | None = None, threshold: float = 0.0, *, by_cell: bool = True
+    ) -> None:
+        """Answer ``expr`` with ``{cell}`` (``by_cell=False``: no label) and figure ``name`` at the
+        times ``name op threshold`` holds (a game-day alert's expression, e.g. ``max by (cell) (…) >
+        0``; no ``op``: always). The same expression may be registered for several cells;
+        registering it again for a cell replaces that one."""
+        if op is not None and op not in OPS:
             raise ValueError(f"unknown op {op!r}; one of {', '.join(OPS)}")
         self.metrics.check(cell, name)
         key = normalize(expr)
         if not key:
             raise ValueError("an empty expression can't be registered")
         others = [s for s in self._exprs.get(key, []) if s.cell != cell]
-        self._exprs[key] = [*others, Source(cell, name, op, float(threshold))]
+        self._exprs[key] = [*others, Source(cell, name, op, float(threshold), by_cell)]
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on ``host:port`` (0: a free port); the base URL."""
@@ -419,7 +432,7 @@ class DemoPrometheus:
 
 
 def _labels(src: Source) -> str:
-    return json.dumps({"cell": src.cell}, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps({"cell": src.cell} if src.by_cell else {}, ensure_ascii=False, separators=(",", ":"))
 
 
 def _cut(params: Mapping[str, str]) -> str:

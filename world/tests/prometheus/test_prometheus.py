@@ -22,6 +22,7 @@ from bot.prom import Failed, Matrix, Vector, Why
 from bot.prom.connect import Prometheus
 from bot.prom.promql import escape
 from bot.triage import rules, streams
+from fbworld.fleet import trigger_query
 from fbworld.metrics import FIGURES, HEALTHY, FleetMetrics
 from fbworld.prometheus import NOT_SIMULATED, TOO_MANY_POINTS, DemoPrometheus, format_timestamp, format_value
 from tests.support.harness import T0
@@ -79,6 +80,11 @@ def headroom_text(policy: Policy, cell: str) -> str:
     return Template(policy.levers.headroom.query).safe_substitute(cell=cell)
 
 
+def rate_text(policy: Policy, cell: str) -> str:
+    """route-weight's price query as it sends it (levers/catalogue/route.py)."""
+    return Template(policy.levers.price.route_weight.rate_query).safe_substitute(cell=escape(cell))
+
+
 def by_cell(got: object) -> dict[str, float]:
     assert isinstance(got, Vector), got
     out = {s.labels["cell"]: s.value for s in got.samples}
@@ -100,7 +106,7 @@ async def raw(url: str, path: str, params: dict[str, str], method: str = "GET") 
 
 
 def test_the_fleet_has_a_figure_for_every_default_triage_query(policy: Policy):
-    assert {q.name for q in policy.queries.queries} | {"demand"} == set(FIGURES)
+    assert {q.name for q in policy.queries.queries} | {"demand", "waiting"} == set(FIGURES)
 
 
 async def test_every_triage_query_answers_every_cell_with_its_healthy_figure(prom: Prometheus, policy: Policy):
@@ -170,6 +176,25 @@ async def test_a_headroom_query_unlike_the_triage_one_is_matched_on_its_own(metr
     async with DemoPrometheus(metrics, custom) as server:
         got = await Prometheus(server.url).query(other.replace("$cell", "us-east-1"), T0)
     assert by_cell(got) == {"us-east-1": 0.5}
+
+
+async def test_route_weights_price_reads_the_cells_demand_as_one_unlabelled_sample(prom, metrics, policy):
+    metrics.set(SICK, "demand", 25.0, at=T0 - 60)
+    for cell in CELLS:
+        got = await prom.query(rate_text(policy, cell), T0)
+        assert isinstance(got, Vector) and [dict(s.labels) for s in got.samples] == [{}], got
+        assert got.samples[0].value == (25.0 if cell == SICK else HEALTHY["demand"])
+
+
+async def test_a_trigger_registered_without_its_cell_label_answers_always_and_unlabelled(prom, demo, metrics):
+    demo.register(trigger_query(SICK), SICK, "waiting", by_cell=False)
+    metrics.set(SICK, "waiting", 30.0, at=T0 - 60)
+    got = await prom.query(trigger_query(SICK), T0)
+    assert isinstance(got, Vector) and [(dict(s.labels), s.value) for s in got.samples] == [({}, 30.0)]
+    before = await prom.query(trigger_query(SICK), T0 - 900)
+    assert isinstance(before, Vector) and [s.value for s in before.samples] == [HEALTHY["waiting"]]
+    # The other cells' triggers were not registered: not simulated, never another cell's number.
+    assert isinstance(await prom.query(trigger_query("us-east-1"), T0), Failed)
 
 
 async def test_whitespace_does_not_matter(prom, policy):
@@ -417,18 +442,22 @@ def real(tmp_path_factory):
 
 def policy_texts(policy: Policy) -> list[str]:
     texts = [triage_text(policy, q.name, cell) for q in policy.queries.queries for cell in REAL_CELLS]
-    return [*texts, *(headroom_text(policy, cell) for cell in REAL_CELLS), policy.queries.changed.demand.query]
+    per_cell = [(headroom_text(policy, c), rate_text(policy, c), trigger_query(c)) for c in REAL_CELLS]
+    return [*texts, *(t for three in per_cell for t in three), policy.queries.changed.demand.query]
 
 
-async def test_each_answer_has_the_label_set_a_real_prometheus_gives(real, prom: Prometheus, policy: Policy):
+async def test_each_answer_has_the_label_set_a_real_prometheus_gives(real, demo, prom: Prometheus, policy: Policy):
     real_prom = Prometheus(real.url)
+    for cell in REAL_CELLS:  # as the demo fleet registers its ScaledObjects' triggers
+        demo.register(trigger_query(cell), cell, "waiting", by_cell=False)
     for text in policy_texts(policy):
         want, got = await real_prom.query(text, T0), await prom.query(text, T0)
         assert isinstance(want, Vector) and want.samples, (text, want)
         assert isinstance(got, Vector), (text, got)
-        # The demo fleet has a third cell the real one lacks: compare the real one's cells.
-        got_labels = [dict(s.labels) for s in got.samples if s.labels.get("cell") in REAL_CELLS]
-        assert got_labels == sorted((dict(s.labels) for s in want.samples), key=lambda d: d["cell"]), text
+        # The demo fleet has a third cell the real one lacks: compare the real one's cells (an
+        # unlabelled answer is of the one cell its text names).
+        got_labels = [dict(s.labels) for s in got.samples if s.labels.get("cell", REAL_CELLS[0]) in REAL_CELLS]
+        assert got_labels == sorted((dict(s.labels) for s in want.samples), key=lambda d: d.get("cell", "")), text
 
 
 @pytest.mark.parametrize(
