@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import gc
 import hashlib
 import json
 import os
@@ -259,6 +260,8 @@ async def measure(case: str, when: str, url: str, pubkey: str, checkpoints: str)
     rss_before = peak_rss_kb()
     start = time.perf_counter()
     result: Any
+    if when == "after":  # as the CLI runs it (bot/cli.py)
+        gc.disable()
     if case == "verify":
         result = await (before_verify(r) if when == "before" else log.verify())
     elif case == "verify-pubkey":
@@ -272,6 +275,7 @@ async def measure(case: str, when: str, url: str, pubkey: str, checkpoints: str)
         await (before_export(r, inc, out) if when == "before" else export(log, inc, out))
         result = out.h.hexdigest()
     wall = time.perf_counter() - start
+    gc.enable()
     rss_after = peak_rss_kb()
     await r.aclose()
     return {"wall": wall, "rss_before_kb": rss_before, "rss_peak_kb": rss_after, "result": result, "lines": out.lines}

@@ -138,7 +138,7 @@ def _no_redis(what: str) -> int:
 
 async def _audit(args: argparse.Namespace) -> int:
     from bot.audit import AuditLog, sign
-    from bot.audit.chain import AuditIndexError, OldLayout
+    from bot.audit.chain import AuditIndexError, OldLayout, collector_paused
     from bot.clock import SystemClock
     from bot.store import connect
 
@@ -163,22 +163,23 @@ async def _audit(args: argparse.Namespace) -> int:
     r = connect(settings.redis_url, ca_file=settings.redis_ca_file)
     log = AuditLog(r, SystemClock())
     try:
-        if args.audit_cmd == "export":
-            await export(log, args.incident, sys.stdout)
-            return 0
-        if args.audit_cmd == "reindex":
-            n = await log.reindex()
-            print(f"audit index: indexed {n} older entries" if n else "audit index: already covers every entry")
-            return 0
-        if pub is not None:
-            return await _verify_signed(log, pub, given)
-        bad = await log.verify()
-        if bad is None:
-            n = await log.count()
-            print(f"audit chain OK ({n} entries)")
-            return 0
-        print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)
-        return 1
+        with collector_paused():  # a short-lived process reading up to millions of entries
+            if args.audit_cmd == "export":
+                await export(log, args.incident, sys.stdout)
+                return 0
+            if args.audit_cmd == "reindex":
+                n = await log.reindex()
+                print(f"audit index: indexed {n} older entries" if n else "audit index: already covers every entry")
+                return 0
+            if pub is not None:
+                return await _verify_signed(log, pub, given)
+            bad = await log.verify()
+            if bad is None:
+                n = await log.count()
+                print(f"audit chain OK ({n} entries)")
+                return 0
+            print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)
+            return 1
     except AuditIndexError as exc:
         print(f"firebreak: {exc}: the log was altered (run `firebreak audit verify`)", file=sys.stderr)
         return 1
