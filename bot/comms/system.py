@@ -61,3 +61,22 @@ class Once:
 
     async def release(self) -> None:
         await store(self.svc).release_mark(self.key, self._value)
+
+
+async def post_once(svc: Services, channel: str, mark: str, text: str) -> str | None:
+    """Post ``text`` in ``channel`` once per ``mark`` (a retried job finds it done, another
+    replica's claim skips it); the chat's error when the post failed (the claim is released, so
+    the next try posts)."""
+    once = Once(svc, mark)
+    if not await once.claim():
+        return None  # posted already, or another replica is posting it
+    if await once.landed_before(channel):
+        await once.done()
+        return None
+    try:
+        await svc.chat.post(channel, text, mark=mark)
+    except ChatError as f:
+        await once.release()
+        return f.error
+    await once.done()
+    return None

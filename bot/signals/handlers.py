@@ -4,8 +4,7 @@ the group feeds (jobs.py decides which, holding the group's lock)."""
 from __future__ import annotations
 
 from bot import logs
-from bot.chat import ChatError
-from bot.comms.system import Once
+from bot.comms.system import post_once
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.handlers import NotOpened, open_incident
@@ -77,23 +76,6 @@ async def _linked(svc: Services, cell: str, own: str) -> Incident | None:
     return None
 
 
-async def _post_once(svc: Services, channel: str, mark: str, text: str) -> str | None:
-    """Post ``text`` once per mark (a retried job finds it done); the chat's error when it failed."""
-    once = Once(svc, mark)
-    if not await once.claim():
-        return None  # posted already, or another replica is posting it
-    if await once.landed_before(channel):
-        await once.done()
-        return None
-    try:
-        await svc.chat.post(channel, text, mark=mark)
-    except ChatError as f:
-        await once.release()
-        return f.error
-    await once.done()
-    return None
-
-
 async def _feed(svc: Services, cmd: Alerts, inc: Incident, *, opened: bool, problems: list[str]) -> Outcome:
     """Record the alerts on the incident, then post one summary (and, for security, the security
     channel's line). A post that failed makes the outcome an error, so the job is delivered again:
@@ -141,7 +123,7 @@ async def _feed(svc: Services, cmd: Alerts, inc: Incident, *, opened: bool, prob
         head=views.opened_head(inc.id, cmd.cell, inc.holder("ic"), cmd.security) if opened else None,
         tail=tail,
     )
-    failed = await _post_once(svc, inc.channel_id, summary_mark(inc.id, cmd.delivery, cmd.group), text)
+    failed = await post_once(svc, inc.channel_id, summary_mark(inc.id, cmd.delivery, cmd.group), text)
     if failed:
         return Outcome(
             result="error",
@@ -164,7 +146,7 @@ async def _feed(svc: Services, cmd: Alerts, inc: Incident, *, opened: bool, prob
                 views.linked(link.id if link else None, link.channel_id if link else None),
                 opened,
             )
-            failed = await _post_once(svc, channel, security_mark(inc.id, cmd.delivery, cmd.group), line)
+            failed = await post_once(svc, channel, security_mark(inc.id, cmd.delivery, cmd.group), line)
             if failed:
                 return Outcome(
                     result="error",

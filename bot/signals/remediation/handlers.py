@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bot import logs
-from bot.chat import ChatError
-from bot.comms.system import Once
+from bot.comms.system import post_once
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.handlers import NotOpened, open_incident
@@ -77,23 +76,6 @@ async def offers(svc: Services, req: Request, cell: str, incident: str) -> list[
     return found
 
 
-async def _post_once(svc: Services, channel: str, mark: str, text: str) -> str | None:
-    """Post ``text`` once per mark; the chat's error when it failed."""
-    once = Once(svc, mark)
-    if not await once.claim():
-        return None
-    if await once.landed_before(channel):
-        await once.done()
-        return None
-    try:
-        await svc.chat.post(channel, text, mark=mark)
-    except ChatError as f:
-        await once.release()
-        return f.error
-    await once.done()
-    return None
-
-
 async def _open(svc: Services, req: Request, cmd: RemediationAlarm) -> tuple[Incident, list[str]]:
     alarms = store(svc)
     number = cmd.number or await repo(svc).next_number()
@@ -155,7 +137,7 @@ async def remediation_alarm(svc: Services, req: Request, cmd: RemediationAlarm, 
     if opened:
         audit.update(sev=found.sev, ic=found.holder("ic"), title=found.title)
     assert found.channel_id  # every incident gets its channel before it is saved
-    failed = await _post_once(svc, found.channel_id, posted_mark(found.id, cmd.cell, cmd.burst), text)
+    failed = await post_once(svc, found.channel_id, posted_mark(found.id, cmd.cell, cmd.burst), text)
     if failed:
         return Outcome(
             result="error",
