@@ -71,7 +71,11 @@ class Price(BaseModel):
             a, b = mine[key], theirs[key]
             if a is None and b is None:
                 continue
-            if a is None or b is None or abs(b - a) > tolerance * max(abs(a), abs(b)):
+            # An ordinal names one thing (revision 10 is not revision 11): any change is a move.
+            moved = (
+                a != b if unit in ORDINALS else a is None or b is None or abs(b - a) > tolerance * max(abs(a), abs(b))
+            )
+            if moved:
                 out.append(f"{what}: {figure(a, unit)} -> {figure(b, unit)}")
         return out
 

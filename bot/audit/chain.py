@@ -145,8 +145,15 @@ def hash_ok(e: dict[str, Any], raw: bytes | None = None) -> bool:
     ``raw`` with its ``,"hash":"…"`` member cut out, and hashing that needs no re-serialising.
     Anything else (other bytes, a float orjson spells differently) is checked the reference way.
     """
+    try:
+        return _hash_ok(e, raw)
+    except UnicodeEncodeError:  # a lone surrogate no appender could have written: not this entry's hash
+        return False
+
+
+def _hash_ok(e: dict[str, Any], raw: bytes | None) -> bool:
     digest = e.get("hash")
-    if raw is not None and isinstance(digest, str) and len(digest) == 64:
+    if raw is not None and isinstance(digest, str) and len(digest) == 64 and digest.isascii():
         member = b',"hash":"' + digest.encode() + b'"'
         body = raw.replace(member, b"", 1)
         try:
@@ -202,7 +209,13 @@ class ChainChecker:
         while i < stop:
             e, raw = entries[i], rows[i]
             digest = e.get("hash")
-            if raw is None or e.get("seq") != expected or e.get("prev_hash") != prev or type(digest) is not str:
+            if (
+                raw is None
+                or e.get("seq") != expected
+                or e.get("prev_hash") != prev
+                or type(digest) is not str
+                or not digest.isascii()
+            ):
                 break
             member = b',"hash":"' + digest.encode() + b'"'
             body = raw.replace(member, b"", 1)
@@ -627,7 +640,11 @@ class AuditLog:
             return asyncio.create_task(self._page(lo, batch))
 
         checker = ChainChecker()
+        # What the scan found so far. The verdict is the least of them once the scan reaches
+        # that seq, as a scan entry by entry names it: a break that claims a later seq than its
+        # place (an entry rewritten to say seq 99) waits for what the scan finds before 99.
         found: list[int] = []
+        broken = False  # the chain broke: nothing after the break is fed to the checker
         lo = 1
         ahead = page(lo)
         try:
@@ -637,22 +654,31 @@ class AuditLog:
                 await asyncio.sleep(0)  # let it send its request: Redis reads the next page meanwhile
                 within = rows[: max(0, head[0] - lo + 1)]  # entries at or before the head
                 entries = _parse_page(within)
+                events: list[tuple[int, int]] = []  # (the seq where it was found, the seq it names)
                 if signed is not None and entries and (bad := signed.first_bad(lo, entries)) is not None:
-                    found.append(bad)
-                # In slices, yielding between them: the next page's reply is read off the socket
-                # meanwhile (it is larger than the socket's buffer, so Redis waits for the reads).
-                for start in range(0, len(entries), _SLICE):
-                    await asyncio.sleep(0)
-                    stop = min(start + _SLICE, len(entries))
-                    if (bad := checker.feed_page(entries, within, start, stop)) is not None:
-                        found.append(bad)  # the chain's first break: nothing after it is fed
-                        break
-                if found:
+                    events.append((bad, bad))
+                if not broken:
+                    # In slices, yielding between them: the next page's reply is read off the socket
+                    # meanwhile (it is larger than the socket's buffer, so Redis waits for the reads).
+                    for start in range(0, len(entries), _SLICE):
+                        await asyncio.sleep(0)
+                        stop = min(start + _SLICE, len(entries))
+                        if (bad := checker.feed_page(entries, within, start, stop)) is not None:
+                            broken = True
+                            events.append((checker.last + 1, bad))
+                            break
+                for at in sorted({at for at, _ in events}):
+                    if found and min(found) <= at:
+                        return min(found)
+                    found += [named for where, named in events if where == at]
+                if found and min(found) <= lo + len(within) - 1:
                     return min(found)
                 if len(within) < len(rows):
                     # Past the head: the chain must end where the appender says, with nothing
                     # stored beyond it (an entry added past the head, or a stray field).
                     seq = lo + len(within)
+                    if found and min(found) <= seq:
+                        return min(found)
                     end = checker.finish(head) if checker.last == seq - 1 else None
                     if end is None and stored > head[0]:
                         end = head[0] + 1

@@ -1,8 +1,9 @@
 """verify's fast path (ChainChecker.feed_page over page slices, _parse_page) names the same first
 bad seq as the reference check (verify_entries over parsed entries) on every kind of damage.
 
-Pure: no Redis. The chain is the real entry shape (tests/support/audit_chain.py); each case
-damages its stored bytes the way someone with Redis write access could.
+Pure, but for the last tests (AuditLog.verify's page loop on Redis). The chain is the real entry
+shape (tests/support/audit_chain.py); each case damages its stored bytes the way someone with
+Redis write access could.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import random
 
 import pytest
 
+from bot.audit import AuditLog
 from bot.audit.chain import GENESIS_HASH, ChainChecker, _parse, _parse_page, canonical, entry_hash, verify_entries
-from tests.support.audit_chain import every_hundredth, make_entry
+from bot.clock import SystemClock
+from bot.store import Keys, connect
+from tests.support.audit_chain import entry_at, every_hundredth, extend_chain, make_entry, put
 
 N, SLICE = 300, 7  # a slice size that does not divide the chain: the boundaries move
 
@@ -129,3 +133,30 @@ def test_a_whole_chain_passes_and_the_checker_ends_at_its_head() -> None:
     assert checker.feed_page(entries, rows, 0, N) is None
     last = json.loads(rows[-1] or b"{}")
     assert checker.finish((N, last["hash"])) is None and checker.last == N
+
+
+# Through AuditLog.verify on Redis, the page loop itself (cases a review of the fast path found).
+
+
+async def test_a_break_claiming_a_later_seq_waits_for_what_the_scan_finds_first(redis_url):
+    r = connect(redis_url)
+    await extend_chain(r, 10, every_hundredth())
+    e3 = await entry_at(r, 3)
+    await put(r, 3, {**e3, "seq": 99})  # says it is entry 99: the chain breaks at 3, naming 99…
+    await put(r, 12, b"{}")  # …and a stray field past the head, which the scan reaches first
+    log = AuditLog(r, SystemClock())
+    assert await log.verify() == 11
+    assert await log.verify(batch=3) == 11
+    await r.hdel(Keys.AUDIT_ENTRIES, 12)
+    assert await log.verify() == 99  # the entry's own claim, as the reference check names it
+    await r.aclose()
+
+
+async def test_a_hash_that_is_a_lone_surrogate_is_a_break_not_a_crash(redis_url):
+    r = connect(redis_url)
+    await extend_chain(r, 10, every_hundredth())
+    e3 = await entry_at(r, 3)
+    # json reads "\ud800" (orjson refuses it), and no appender could have written it.
+    await put(r, 3, json.dumps({**e3, "hash": "\ud800"}, sort_keys=True, separators=(",", ":")).encode())
+    assert await AuditLog(r, SystemClock()).verify() == 3
+    await r.aclose()

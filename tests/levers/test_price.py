@@ -11,7 +11,7 @@ import pytest
 
 from bot.clock import iso
 from fbworld.kube import samples
-from levers.price import Price
+from levers.price import Cost, Price
 from levers.store import lever_store
 from tests.support.harness import T0, audit_entries
 from tests.support.levers import OPS, patches, say
@@ -249,3 +249,14 @@ async def test_kueue_hold_drain_prices_the_workloads_it_evicts_and_holds(app, ce
     out = await say(app, "lever kueue-hold research-h100 --cell us-east-3 --dry-run", OPS, inc.channel_id)
     assert "1 admitted workload keeps running (512 GPUs)" in out, out
     assert "evicted" not in out, out
+
+
+def test_a_revision_that_changed_at_all_is_a_moved_price_whatever_the_tolerance():
+    restored = "revision restored (the stable ReplicaSet)"
+    at = Price(costs=(Cost(what=restored, unit="revision", value=10.0, how="ReplicaSet a"),))
+    later = Price(costs=(Cost(what=restored, unit="revision", value=11.0, how="ReplicaSet b"),))
+    assert at.moved(later, tolerance=0.10) == [f"{restored}: revision 10 -> revision 11"]
+    assert at.moved(at, tolerance=0.10) == []
+    # A count is still compared with the tolerance: 10 → 11 replicas is within 10%.
+    count = Price(costs=(Cost(what="frozen", unit="replicas", value=10.0, how=""),))
+    assert count.moved(Price(costs=(Cost(what="frozen", unit="replicas", value=11.0, how=""),)), 0.10) == []

@@ -283,7 +283,9 @@ def policy_expressions(policy: Policy, cells: tuple[str, ...]) -> dict[str, list
 
     def add(expr: str, src: Source) -> None:
         have = out.setdefault(normalize(expr), [])
-        if all(s.cell != src.cell for s in have):  # the same text asked twice is one answer
+        # The same text asked twice is one answer; an unlabelled text (a bare sum) answers for one
+        # cell only: a real Prometheus gives it one series, never one per cell with equal labels.
+        if all(s.cell != src.cell for s in have) and (src.by_cell or not have):
             have.append(src)
 
     taint_key = policy.levers.node_quarantine.taint_key
@@ -323,14 +325,16 @@ class DemoPrometheus:
         """Answer ``expr`` with ``{cell}`` (``by_cell=False``: no label) and figure ``name`` at the
         times ``name op threshold`` holds (a game-day alert's expression, e.g. ``max by (cell) (…) >
         0``; no ``op``: always). The same expression may be registered for several cells;
-        registering it again for a cell replaces that one."""
+        registering it again for a cell replaces that one. An unlabelled one answers for one cell:
+        registering it again replaces it, whichever cell."""
         if op is not None and op not in OPS:
             raise ValueError(f"unknown op {op!r}; one of {', '.join(OPS)}")
         self.metrics.check(cell, name)
         key = normalize(expr)
         if not key:
             raise ValueError("an empty expression can't be registered")
-        others = [s for s in self._exprs.get(key, []) if s.cell != cell]
+        # An unlabelled expression is one series: registering it again, for any cell, replaces it.
+        others = [s for s in self._exprs.get(key, []) if s.cell != cell and by_cell and s.by_cell]
         self._exprs[key] = [*others, Source(cell, name, op, float(threshold), by_cell)]
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:

@@ -484,3 +484,11 @@ async def test_each_answer_has_the_label_set_a_real_prometheus_gives(real, demo,
 )
 async def test_bad_requests_are_answered_as_a_real_prometheus_answers_them(real, demo, path, params):
     assert await raw(demo.url, path, params) == await raw(real.url, path, params)
+
+
+async def test_an_unlabelled_expression_is_one_series_whichever_cell_registered_it_last(prom, demo):
+    text = 'sum(vllm:num_requests_waiting{model_name="llm-70b"})'  # no cell: one series for the fleet
+    demo.register(text, SICK, "waiting", by_cell=False)
+    demo.register(text, "us-east-1", "waiting", by_cell=False)
+    got = await prom.query(text, T0)
+    assert isinstance(got, Vector) and [dict(s.labels) for s in got.samples] == [{}]
