@@ -316,3 +316,17 @@ async def test_verify_with_bad_key_or_checkpoint_files_is_one_line_and_changes_n
     )
     _one_line(cli(redis_url, "verify", "--checkpoints", good), "--checkpoints needs --pubkey")
     assert (await r.hgetall(Keys.AUDIT_ENTRIES), await r.lrange(Keys.AUDIT_CHECKPOINTS, 0, -1)) == before
+
+
+async def test_a_signed_break_is_named_before_a_later_copy_that_claims_an_earlier_seq(
+    signed, redis_url, keys, tmp_path
+):
+    published = _jsonl(tmp_path / "ckpts.jsonl", await _write_300(signed))
+    r = signed.services.redis
+    entries = await _entries(r)
+    entries[149]["actor"] = "UMALLORY"
+    await _rewrite(r, entries, 150)  # rechained from 150: only the checkpoints see it, at 150
+    await r.hset(Keys.AUDIT_ENTRIES, 160, (await r.hget(Keys.AUDIT_ENTRIES, 1)) or b"")  # entry 1 again, at 160
+    out = cli(redis_url, "verify", "--pubkey", str(keys[1]), "--checkpoints", str(published))
+    # Not "at seq 1", the seq the copy claims (entry 1 itself is genuine): the scan met 150 first.
+    assert out.returncode == 1 and out.stderr.startswith("audit chain BROKEN at seq 150 "), out.stderr
