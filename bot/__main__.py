@@ -2,6 +2,6 @@ import sys
 
 from bot.cli import main
 
-# Guarded: a worker process (multiprocessing's spawn, bot/audit/sign.py) imports this module too.
+# Guarded: importing the entry point runs nothing (a tool or a spawned process may import it).
 if __name__ == "__main__":
     sys.exit(main())
