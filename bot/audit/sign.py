@@ -183,12 +183,11 @@ def read_checkpoints(path: Path, pub: Ed25519PublicKey) -> Expected:
     return out
 
 
-def _file_unsigned(pub_raw: bytes, path: str) -> tuple[tuple[object] | None, str]:
+def _file_unsigned(pub: Ed25519PublicKey, path: Path) -> tuple[tuple[object] | None, str]:
     """(seq,) of the first checkpoint in the file whose signature this key did not make, or
     None; and the SHA-256 of the bytes read (the caller compares it with its own read)."""
-    pub = Ed25519PublicKey.from_public_bytes(pub_raw)
     digest, bad = hashlib.sha256(), None
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         for _, ckpt in _lines(f, digest):
             if bad is None and ckpt is not None and not signed_by(pub, ckpt):
                 bad = (ckpt.get("seq"),)
@@ -214,9 +213,9 @@ class Expected:
         self._fps = bytearray()
         self.newest = 0
         self.count = 0
-        # From a file, the signatures are checked by signatures() from the file (alongside the
-        # stream when there are many); until then the figures are taken as given, and a bad one
-        # voids the verdict. Otherwise (Redis's copies) each is checked as it is added.
+        # From a file, the signatures are checked by signatures() from the file, alongside the
+        # stream; until then the figures are taken as given, and a bad one voids the verdict.
+        # Otherwise (Redis's copies) each is checked as it is added.
         self._path = path
         self.read_digest = ""  # SHA-256 of the file as read_checkpoints read it
         self._unsigned: tuple[object] | None = None  # (seq,) of the first this key did not sign
@@ -260,9 +259,8 @@ class Expected:
         on two cores, and held 57 MB more)."""
         if self._path is None:
             return self._unsigned
-        raw = self._pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         try:
-            bad, seen = await asyncio.to_thread(_file_unsigned, raw, str(self._path))
+            bad, seen = await asyncio.to_thread(_file_unsigned, self._pub, self._path)
         except OSError as exc:
             raise CheckpointFileError(f"can't read the checkpoints file {self._path}: {exc.strerror or exc}") from None
         if seen != self.read_digest:

@@ -153,6 +153,10 @@ class RoutePricePolicy(Strict):
         _one_of(v, ("$cell",), "price.route-weight.rate_query")
         return v
 
+    def render(self, cell: str) -> str:
+        """The PromQL sent for backend ``cell`` (escaped for its double-quoted string)."""
+        return Template(self.rate_query).safe_substitute(cell=escape(cell))
+
 
 class KedaPricePolicy(Strict):
     """keda-pause's demand trend. None: the ScaledObject's own `prometheus` trigger queries (what KEDA

@@ -225,13 +225,13 @@ class RouteWeight(Lever):
 
     async def _rates(self, ctx: Ctx, backends: list[str]) -> dict[str, tuple[float | None, str]]:
         """Each backend's request rate (req/s) from its cell's series, or None and why."""
-        query = ctx.policy.price.route_weight.rate_query
+        rate = ctx.policy.price.route_weight
 
         async def one(backend: str) -> tuple[float | None, str]:
             cell = ctx.policy.route_weight.cell_of(backend)
             if cell is None:
                 return None, f"can't tell which cell backend {backend} is (policy route_weight.backend_cells)"
-            return await pricing.figure(ctx.svc, pricing.render(query, cell=cell))
+            return await pricing.figure(ctx.svc, rate.render(cell))
 
         got = await asyncio.gather(*(one(b) for b in backends))
         return dict(zip(backends, got, strict=True))

@@ -38,14 +38,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
-from string import Template
 from typing import Self
 
 from aiohttp import web
 
 from bot import logs
 from bot.policy.sections import Policy
-from bot.prom.promql import escape
 from fbworld.metrics import FIGURES, FleetMetrics
 
 log = logs.get(__name__)
@@ -293,11 +291,11 @@ def policy_expressions(policy: Policy, cells: tuple[str, ...]) -> dict[str, list
         if q.name in FIGURES:  # a query of a custom policy the fleet has no figure for stays unknown
             for cell in cells:
                 add(q.render(cell, taint_key), Source(cell, q.name))
-    rate = policy.levers.price.route_weight.rate_query
+    rate = policy.levers.price.route_weight
     for cell in cells:
         add(policy.levers.headroom.render(cell), Source(cell, "burn_fast"))
         add(policy.queries.changed.demand.query, Source(cell, "demand"))
-        add(Template(rate).safe_substitute(cell=escape(cell)), Source(cell, "demand", by_cell=False))
+        add(rate.render(cell), Source(cell, "demand", by_cell=False))
     return out
 
 

@@ -82,7 +82,7 @@ def headroom_text(policy: Policy, cell: str) -> str:
 
 def rate_text(policy: Policy, cell: str) -> str:
     """route-weight's price query as it sends it (levers/catalogue/route.py)."""
-    return Template(policy.levers.price.route_weight.rate_query).safe_substitute(cell=escape(cell))
+    return policy.levers.price.route_weight.render(cell)
 
 
 def by_cell(got: object) -> dict[str, float]:
