@@ -18,12 +18,18 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bot.store import connect
 from tests.support.deploy import DEPLOY, one, render
 from tests.support.ports import free_port
 
 PASSWORD = secrets.token_hex(32)  # as docs/operating.md makes it: hex, so it goes into a URL as it is
+# redis-py retries an AuthenticationError (a ConnectionError) three times with backoff by default:
+# 4 s a refusal. A refusal here is the answer, not a fault to retry.
+ONCE = {"retry": Retry(NoBackoff(), 0)}
 
 
 def _expand(value: str) -> str:
@@ -53,7 +59,7 @@ def deployed_redis(rendered, tmp_path: Path) -> Iterator[int]:
         deadline = time.monotonic() + 10
         while True:
             try:
-                with redis.Redis(port=port, username="firebreak", password=PASSWORD, socket_timeout=1) as r:
+                with redis.Redis(port=port, username="firebreak", password=PASSWORD, socket_timeout=1, **ONCE) as r:
                     if r.ping():
                         break
             except redis.ConnectionError:
@@ -67,7 +73,7 @@ def deployed_redis(rendered, tmp_path: Path) -> Iterator[int]:
 
 
 def test_a_client_without_the_password_is_refused(deployed_redis):
-    with redis.Redis(port=deployed_redis, socket_timeout=2) as anonymous:
+    with redis.Redis(port=deployed_redis, socket_timeout=2, **ONCE) as anonymous:
         with pytest.raises(redis.exceptions.AuthenticationError, match=r"authenticated|Authentication required"):
             anonymous.get("fb:incident:INC-1")
         with pytest.raises(redis.exceptions.AuthenticationError, match=r"authenticated|Authentication required"):
@@ -75,7 +81,7 @@ def test_a_client_without_the_password_is_refused(deployed_redis):
     for user, password in (("default", ""), ("default", PASSWORD), ("firebreak", "wrong")):
         with (
             pytest.raises(redis.exceptions.AuthenticationError),
-            redis.Redis(port=deployed_redis, username=user, password=password, socket_timeout=2) as r,
+            redis.Redis(port=deployed_redis, username=user, password=password, socket_timeout=2, **ONCE) as r,
         ):
             r.ping()
 
@@ -110,7 +116,7 @@ async def test_firebreak_connects_with_the_rendered_url(rendered, deployed_redis
         assert await store.get("fb:probe:url") == "ok"
     finally:
         await store.aclose()
-    without = aioredis.Redis(port=deployed_redis, socket_timeout=2)
+    without = aioredis.Redis(port=deployed_redis, socket_timeout=2, retry=AsyncRetry(NoBackoff(), 0))
     try:
         with pytest.raises(aioredis.AuthenticationError):
             await asyncio.wait_for(without.get("fb:probe:url"), 5)
