@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -61,16 +62,17 @@ class RunningApp:
     async def run(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL") -> str:
         """Command and wait for its reply (or the ack text when the ack was the answer)."""
         key = await self.command(text, user=user, channel=channel)
-        if self.last_ack and self.last_ack.strip():
+        ack = self.last_ack  # this request's: another run() may send before the awaits below end
+        if ack and ack.strip():
             # Whatever the request was going to say has been said once the lane is empty (a fixed
-            # wait here missed replies on a loaded machine).
-            await self.drain()
+            # wait here missed replies on a loaded machine); a lane that never empties fails here.
+            await asyncio.wait_for(self.drain(), 15)
             if replies := self.slack.responses_for(key):
                 return str(replies[0].get("text", ""))
             try:
                 return await self.reply(key, timeout=0.3)
             except TimeoutError:
-                return self.last_ack
+                return ack
         return await self.reply(key)
 
     async def press(self, action_id: str, value: str, user: str, channel: str, message_ts: str | None = None) -> str:
