@@ -205,14 +205,11 @@ async def main(requests: int, concurrency: int, rounds: int, warmup: int) -> int
     seq = iter(range(10**9))
     audited = 0
 
-    async def fire(url: str, texts: list[str], channel: str) -> list[float]:
-        took, _ = await loop.run_in_executor(pool, load, url, texts, channel, slack.response_url("bench"), concurrency)
-        return took
+    async def fire(url: str, texts: list[str], channel: str) -> tuple[list[float], float]:
+        return await loop.run_in_executor(pool, load, url, texts, channel, slack.response_url("bench"), concurrency)
 
     async def timed(key: tuple[str, str], url: str, texts: list[str], channel: str) -> None:
-        took, elapsed = await loop.run_in_executor(
-            pool, load, url, texts, channel, slack.response_url("bench"), concurrency
-        )
+        took, elapsed = await fire(url, texts, channel)
         results[key] += took
         busy[key] += elapsed
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
-import gc
+import contextlib
 import hashlib
 import json
 import os
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.audit import AuditLog, sign  # noqa: E402
-from bot.audit.chain import GENESIS_HASH, entry_hash  # noqa: E402
+from bot.audit.chain import GENESIS_HASH, collector_paused, entry_hash  # noqa: E402
 from bot.audit.migrations import apply_by_seq  # noqa: E402
 from bot.cli import export  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
@@ -260,22 +260,21 @@ async def measure(case: str, when: str, url: str, pubkey: str, checkpoints: str)
     rss_before = peak_rss_kb()
     start = time.perf_counter()
     result: Any
-    if when == "after":  # as the CLI runs it (bot/cli.py)
-        gc.disable()
-    if case == "verify":
-        result = await (before_verify(r) if when == "before" else log.verify())
-    elif case == "verify-pubkey":
-        pub = sign.load_public_key(Path(pubkey))  # reading the checkpoints is part of the command
-        if when == "before":
-            result = await before_verify_signed(r, pub, before_read_checkpoints(Path(checkpoints)))
+    # "after" runs as the CLI does (bot/cli.py): the cycle collector paused for the read.
+    with collector_paused() if when == "after" else contextlib.nullcontext():
+        if case == "verify":
+            result = await (before_verify(r) if when == "before" else log.verify())
+        elif case == "verify-pubkey":
+            pub = sign.load_public_key(Path(pubkey))  # reading the checkpoints is part of the command
+            if when == "before":
+                result = await before_verify_signed(r, pub, before_read_checkpoints(Path(checkpoints)))
+            else:
+                result = await sign.verify_signed(log, sign.read_checkpoints(Path(checkpoints), pub))
         else:
-            result = await sign.verify_signed(log, sign.read_checkpoints(Path(checkpoints), pub))
-    else:
-        inc = INCIDENT if case == "export" else FIXED
-        await (before_export(r, inc, out) if when == "before" else export(log, inc, out))
-        result = out.h.hexdigest()
-    wall = time.perf_counter() - start
-    gc.enable()
+            inc = INCIDENT if case == "export" else FIXED
+            await (before_export(r, inc, out) if when == "before" else export(log, inc, out))
+            result = out.h.hexdigest()
+        wall = time.perf_counter() - start
     rss_after = peak_rss_kb()
     await r.aclose()
     return {"wall": wall, "rss_before_kb": rss_before, "rss_peak_kb": rss_after, "result": result, "lines": out.lines}

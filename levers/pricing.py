@@ -9,19 +9,12 @@ unknown, and the lever still plans.
 from __future__ import annotations
 
 import math
-from string import Template
 
 from bot import logs
 from bot.core.services import Services
 from bot.prom import Failed, Matrix, Scalar, Text, Vector
-from bot.prom.promql import escape
 
 log = logs.get(__name__)
-
-
-def render(query: str, **values: str) -> str:
-    """`query` with each `$name` replaced by its value, escaped for a PromQL double-quoted string."""
-    return Template(query).safe_substitute({k: escape(v) for k, v in values.items()})
 
 
 async def figure(svc: Services, promql: str, at: float | None = None) -> tuple[float | None, str]:

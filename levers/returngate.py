@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from string import Template
 from typing import Any
 
 from bot.chat import quote
@@ -80,14 +79,7 @@ async def check(svc: Services, node: dict[str, Any], cell: str, since: float) ->
         return gate
     now = svc.clock.now()
     window = f"{max(60, math.ceil(now - since))}s"
-    queries = [
-        Template(q).safe_substitute(node=name, cell=cell, window=window)
-        for q in (
-            pol.xid_query,
-            pol.ecc_dbe_query,
-            pol.row_remap_failure_query,
-        )
-    ]
+    queries = pol.render(name, cell, window)
     xid, dbe, remap = await asyncio.gather(*(prom.query(q, now, pol.timeout_seconds) for q in queries))
 
     rows = _samples(xid)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from string import Template
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bot.policy.models import Strict
 from bot.policy.roles import ROLES
-from bot.prom.promql import escape
+from bot.prom.promql import fill
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -68,7 +67,7 @@ class HeadroomPolicy(Strict):
 
     def render(self, cell: str) -> str:
         """The PromQL sent for receiving ``cell`` (escaped for its double-quoted string)."""
-        return Template(self.query).safe_substitute(cell=escape(cell))
+        return fill(self.query, cell=cell)
 
 
 class ReturnGatePolicy(Strict):
@@ -96,6 +95,11 @@ class ReturnGatePolicy(Strict):
         if "$node" not in v or "$window" not in v:
             raise ValueError("the query must contain $node (the node) and $window (the time since the quarantine)")
         return v
+
+    def render(self, node: str, cell: str, window: str) -> tuple[str, str, str]:
+        """The XID, ECC double-bit and row-remap-failure queries sent for ``node`` (escaped)."""
+        at = {"node": node, "cell": cell, "window": window}
+        return fill(self.xid_query, **at), fill(self.ecc_dbe_query, **at), fill(self.row_remap_failure_query, **at)
 
 
 class QuarantinePolicy(Strict):
@@ -155,7 +159,7 @@ class RoutePricePolicy(Strict):
 
     def render(self, cell: str) -> str:
         """The PromQL sent for backend ``cell`` (escaped for its double-quoted string)."""
-        return Template(self.rate_query).safe_substitute(cell=escape(cell))
+        return fill(self.rate_query, cell=cell)
 
 
 class KedaPricePolicy(Strict):
@@ -225,7 +229,7 @@ class PricePolicy(Strict):
         """The PromQL sent for one JobSet (its names escaped for their double-quoted strings)."""
         if self.checkpoint_query is None:
             return None
-        return Template(self.checkpoint_query).safe_substitute(namespace=escape(namespace), jobset=escape(jobset))
+        return fill(self.checkpoint_query, namespace=namespace, jobset=jobset)
 
 
 class LeversPolicy(Strict):

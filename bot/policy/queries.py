@@ -13,7 +13,7 @@ from string import Template
 from pydantic import Field, field_validator, model_validator
 
 from bot.policy.models import Strict
-from bot.prom.promql import escape
+from bot.prom.promql import fill
 
 # What a triage query may name: `$cell` (the cell, always) and `$taint_key` (the node-quarantine
 # taint key from levers.yaml, so the quarantined fraction follows the lever's own taint).
@@ -68,7 +68,7 @@ class TriageQuery(Strict):
     def render(self, cell: str, taint_key: str) -> str:
         """The PromQL sent for ``cell`` (triage asks it; the demo's Prometheus knows it by this text).
         Values are escaped for the double-quoted strings they sit in (`{cell="$cell"}`)."""
-        return Template(self.query).safe_substitute(cell=escape(cell), taint_key=escape(taint_key))
+        return fill(self.query, cell=cell, taint_key=taint_key)
 
 
 class DemandPolicy(Strict):

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from bot.policy.levers import LeverRule
+from bot.prom.promql import fill
 from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
 from levers.catalogue.simple import merge_plan
@@ -160,7 +161,7 @@ class KedaPause(Lever):
     async def _demand(self, ctx: Ctx, obj: dict[str, Any], ref: dict[str, Any]) -> list[Cost]:
         pol = ctx.policy.price.keda_pause
         if pol.demand_query is not None:
-            named = pricing.render(pol.demand_query, namespace=ctx.target.namespace or "", target=str(ref.get("name")))
+            named = fill(pol.demand_query, namespace=ctx.target.namespace or "", target=str(ref.get("name")))
             queries = [("demand (policy price.keda-pause.demand_query)", named)]
         else:
             triggers = (obj.get("spec") or {}).get("triggers") or []

@@ -23,6 +23,7 @@ from pydantic import BaseModel, field_validator
 
 from bot.chat import quote
 from bot.policy.levers import LeverRule, LeversPolicy
+from bot.prom.promql import fill
 from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
 from levers.catalogue.simple import merge_plan
@@ -142,7 +143,7 @@ class Killswitch(Lever):
                 "name your gateway's series there)"
             )
             return Price(costs=(Cost(what=what, unit="calls/min", value=None, how=why),))
-        rendered = pricing.render(query, tenant=p.tenant, refused="|".join(refused))
+        rendered = fill(query, tenant=p.tenant, refused="|".join(refused))
         value, why = await pricing.figure(ctx.svc, rendered)
         how = why or "policy price.killswitch.calls_query, now"
         return Price(costs=(Cost(what=what, unit="calls/min", value=value, how=how),))

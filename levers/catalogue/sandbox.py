@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.policy.levers import LeverRule
+from bot.prom.promql import fill
 from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, Verified
 from levers.catalogue.simple import merge_plan
@@ -104,7 +105,7 @@ class SandboxQuarantine(Lever):
                 "sessions: name your sandbox controller's series there)"
             )
             return Price(costs=(Cost(what=what, unit="sessions", value=None, how=why),))
-        rendered = pricing.render(query, namespace=ctx.target.namespace or "default", pod=ctx.target.name)
+        rendered = fill(query, namespace=ctx.target.namespace or "default", pod=ctx.target.name)
         value, why = await pricing.figure(ctx.svc, rendered)
         how = why or "policy price.sandbox-quarantine.sessions_query, now"
         return Price(costs=(Cost(what=what, unit="sessions", value=value, how=how),))

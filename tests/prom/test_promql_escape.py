@@ -1,7 +1,8 @@
 """A cell name (or taint key) put into PromQL stays inside its string literal (issue 25): every
-shipped query that takes one (triage's queries.yaml, route-weight's headroom query in levers.yaml)
-is rendered with hostile values and sent to a real Prometheus through the app's client. Each must
-parse and match nothing: neither a parse error nor the injected `vector(42)`."""
+shipped query that takes one (triage's queries.yaml; route-weight's headroom and rate queries and
+node-quarantine's return gate in levers.yaml) is rendered with hostile values and sent to a real
+Prometheus through the app's client. Each must parse and match nothing: neither a parse error nor
+the injected `vector(42)`."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ async def test_every_shipped_query_keeps_a_hostile_cell_name_in_its_string(prom:
     taint_key = policy.levers.node_quarantine.taint_key
     sent = {q.name: q.render(cell, taint_key) for q in policy.queries.queries}
     sent["headroom"] = policy.levers.headroom.render(cell)
+    sent["route-weight rate"] = policy.levers.price.route_weight.render(cell)
+    gate = policy.levers.node_quarantine.return_gate.render(cell, cell, "600s")  # a hostile node name too
+    sent.update({f"return gate {i}": q for i, q in enumerate(gate)})
     for name, promql in sent.items():
         got = await prom.query(promql, T0)
         assert not isinstance(got, Failed), (name, promql, got)

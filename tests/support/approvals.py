@@ -44,10 +44,8 @@ class World:
         key = await a.command(text, user=user, channel=self.channel)
         ack = a.last_ack or ""
         if ack.strip() and "planning" not in ack.lower():
-            await a.drain()  # whatever the request was going to say has been said
-            replies = self.slack.responses_for(key)
-            return str(replies[0].get("text", "")) if replies else ack  # else the ack was the answer
-        return await a.reply(key, timeout=10)
+            return await a.settled(key, ack)
+        return await a.reply(key)
 
     async def press(self, action: str, value: str, user: str, app: RunningApp | None = None) -> str:
         a = app or self.app

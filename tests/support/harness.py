@@ -64,16 +64,20 @@ class RunningApp:
         key = await self.command(text, user=user, channel=channel)
         ack = self.last_ack  # this request's: another run() may send before the awaits below end
         if ack and ack.strip():
-            # Whatever the request was going to say has been said once the lane is empty (a fixed
-            # wait here missed replies on a loaded machine); a lane that never empties fails here.
-            await asyncio.wait_for(self.drain(), 15)
-            if replies := self.slack.responses_for(key):
-                return str(replies[0].get("text", ""))
-            try:
-                return await self.reply(key, timeout=0.3)
-            except TimeoutError:
-                return ack
+            return await self.settled(key, ack)
         return await self.reply(key)
+
+    async def settled(self, key: str, ack: str) -> str:
+        """A request whose ack had text: its reply once the lane is empty, else the ack (which was
+        the answer). Whatever the request was going to say has been said by then (a fixed wait here
+        missed replies on a loaded machine); a lane that never empties fails here."""
+        await asyncio.wait_for(self.drain(), 15)
+        if replies := self.slack.responses_for(key):
+            return str(replies[0].get("text", ""))
+        try:
+            return await self.reply(key, timeout=0.3)  # a reply sent outside the lane
+        except TimeoutError:
+            return ack
 
     async def press(self, action_id: str, value: str, user: str, channel: str, message_ts: str | None = None) -> str:
         key = f"btn{next(self._n)}"
