@@ -12,7 +12,8 @@ from bot.incidents.models import Incident
 from bot.incidents.store import AlertsRecorded, repo
 from bot.signals import rules, views
 from bot.signals.commands import Alerts
-from bot.signals.store import security_mark, store, summary_mark
+from bot.signals.models import Alert
+from bot.signals.store import security_mark, store, summary_mark, unopened_mark
 
 log = logs.get(__name__)
 
@@ -57,10 +58,73 @@ async def _open(svc: Services, req: Request, cmd: Alerts) -> Outcome:
     except (NotOpened, Refusal) as e:
         # Nothing is open (a channel made on the way is archived, orphans.py): the job tries again.
         why = e.message if isinstance(e, Refusal) else str(e)
-        return Outcome(result="error", message=why, audit={"not_opened": why})
-    if not await store(svc).bind(cmd.group, cmd.token, inc.id):
-        log.error("alert_group_lock_lost", group=cmd.group)  # a second opener may follow: said loudly
-    return await _feed(svc, cmd, inc, opened=True, problems=problems)
+    except Exception as exc:
+        if not cmd.security:
+            raise  # the executor's answer (handler_failed): the job tries again
+        # A security alert is told to the security channel whatever stopped it (Slack unreachable too).
+        log.exception("security_incident_open_failed")
+        why = f"Opening it failed ({type(exc).__name__}); no incident was opened."
+    else:
+        if not await store(svc).bind(cmd.group, cmd.token, inc.id):
+            log.error("alert_group_lock_lost", group=cmd.group)  # a second opener may follow: said loudly
+        return await _feed(svc, cmd, inc, opened=True, problems=problems)
+    audit: dict[str, object] = {"not_opened": why}
+    if cmd.security:
+        audit["security_channel"] = await _security_unopened(svc, cmd, why)
+    return Outcome(result="error", message=why, audit=audit)
+
+
+async def _security_line(
+    svc: Services,
+    cmd: Alerts,
+    inc: Incident,
+    fired: list[Alert],
+    cleared: list[Alert],
+    link: Incident | None,
+    opened: bool,
+    audit: dict[str, object],
+) -> str | None:
+    """The security channel's line for a security incident's alerts; Slack's error when refused."""
+    channel = svc.settings.firebreak_security_channel
+    if not channel:
+        log.warning("security_channel_unset", message="FIREBREAK_SECURITY_CHANNEL is not set")
+        audit["security_channel"] = "unset"
+        return None
+    line = views.security_line(
+        inc.id,
+        inc.channel_id,
+        cmd.cell,
+        fired,
+        cleared,
+        views.linked(link.id if link else None, link.channel_id if link else None),
+        opened,
+    )
+    failed = await post_once(svc, channel, security_mark(inc.id, cmd.delivery, cmd.group), line)
+    if failed:
+        audit["slack_error"] = failed
+        return failed
+    audit["security_channel"] = "posted"
+    return None
+
+
+async def _security_unopened(svc: Services, cmd: Alerts, why: str) -> str:
+    """Tell the security channel a security alert's incident could not be opened, once per delivery
+    (the job's retries find the mark done); what became of the line, for the audit."""
+    channel = svc.settings.firebreak_security_channel
+    if not channel:
+        log.warning("security_channel_unset", message="FIREBREAK_SECURITY_CHANNEL is not set")
+        return "unset"
+    try:
+        link = await _linked(svc, cmd.cell, "")
+        fired = [a for a in cmd.alerts if a.status == "firing"]
+        line = views.security_unopened(
+            cmd.cell, why, fired, views.linked(link.id if link else None, link.channel_id if link else None)
+        )
+        failed = await post_once(svc, channel, unopened_mark(cmd.delivery, cmd.group), line)
+    except Exception as exc:  # the store or Slack down too: the job's next try posts it
+        log.exception("security_unopened_post_failed")
+        return f"failed ({type(exc).__name__})"
+    return f"failed ({failed})" if failed else "posted"
 
 
 async def _linked(svc: Services, cell: str, own: str) -> Incident | None:
@@ -125,36 +189,18 @@ async def _feed(svc: Services, cmd: Alerts, inc: Incident, *, opened: bool, prob
     )
     failed = await post_once(svc, inc.channel_id, summary_mark(inc.id, cmd.delivery, cmd.group), text)
     if failed:
-        return Outcome(
-            result="error",
-            message=f"Slack refused {inc.id}'s alert summary ({failed}); it will be retried.",
-            incident_id=inc.id,
-            audit={**audit, "slack_error": failed},
+        audit["slack_error"] = failed
+    # The security channel hears of it even when the incident channel's summary was refused.
+    refused = await _security_line(svc, cmd, inc, fired, cleared, link, opened, audit) if cmd.security else None
+    if failed or refused:
+        what = (
+            f"{inc.id}'s alert summary ({failed})"
+            if failed
+            else f"the security channel's post for {inc.id} ({refused})"
         )
-    if cmd.security:
-        channel = svc.settings.firebreak_security_channel
-        if not channel:
-            log.warning("security_channel_unset", message="FIREBREAK_SECURITY_CHANNEL is not set")
-            audit["security_channel"] = "unset"
-        else:
-            line = views.security_line(
-                inc.id,
-                inc.channel_id,
-                cmd.cell,
-                fired,
-                cleared,
-                views.linked(link.id if link else None, link.channel_id if link else None),
-                opened,
-            )
-            failed = await post_once(svc, channel, security_mark(inc.id, cmd.delivery, cmd.group), line)
-            if failed:
-                return Outcome(
-                    result="error",
-                    message=f"Slack refused the security channel's post for {inc.id} ({failed}); it will be retried.",
-                    incident_id=inc.id,
-                    audit={**audit, "slack_error": failed},
-                )
-            audit["security_channel"] = "posted"
+        return Outcome(
+            result="error", message=f"Slack refused {what}; it will be retried.", incident_id=inc.id, audit=audit
+        )
     verb = "opened" if opened else "fed"
     return Outcome(
         message=f"{inc.id} {verb}: {len(fired)} firing, {len(cleared)} resolved.", incident_id=inc.id, audit=audit

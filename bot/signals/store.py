@@ -159,3 +159,9 @@ def summary_mark(inc_id: str, delivery: str, group: str) -> str:
 
 def security_mark(inc_id: str, delivery: str, group: str) -> str:
     return f"fb:inc:{{{inc_id}}}:alerts:security:{delivery}:{group}"
+
+
+def unopened_mark(delivery: str, group: str) -> str:
+    """The security channel's line for a delivery whose incident could not be opened: once, whatever
+    number each try took (no incident exists to key it by), in the group's slot."""
+    return f"{group_key(group)}:unopened:{delivery}"

@@ -111,6 +111,20 @@ def security_line(
     return " ".join(parts)
 
 
+def security_unopened(cell: str, why: str, fired: Sequence[Alert], link: str) -> str:
+    """The security channel's line when a security alert's incident could not be opened: the alert
+    still reaches the people who act on it, with the reason, and how to open it by hand."""
+    parts = [f":lock: Security alert in {code(cell)}: Firebreak could not open its incident. {why}"]
+    if fired:
+        parts.append(f"Firing: {_kinds(fired)}.")
+    parts.append(link)
+    parts.append(
+        "Firebreak tries again; until a line here says the incident opened, open it by hand: "
+        + _code(f"/incident declare <title> --sev 1 --cell {cell} --private", 2 * MAX_VALUE)
+    )
+    return " ".join(parts)
+
+
 def sev_hint(inc_id: str, inc_sev: int, alert_sev: int) -> str | None:
     """When new alerts say worse than the incident is: the IC decides (SEV only goes up, by a person)."""
     if alert_sev >= inc_sev:

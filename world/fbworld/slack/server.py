@@ -19,6 +19,11 @@ Files go through Slack's external upload flow (files.upload is retired): files.g
 hands out ``{base}/upload/v1/<key>``, which takes the bytes (raw body, or multipart with the file
 part) without a token and answers 200 ``OK - <bytes>``; files.completeUploadExternal then shares
 them. ``files(channel)`` / ``file(id)`` read them back (state.File: name, title, content, ...).
+
+Scopes: the bot token has the scopes the app's manifest asks for (deploy/slack-app-manifest.yaml),
+unless given others. A method called without the scope Slack's reference says it needs for that
+conversation's kind (scopes.METHOD_SCOPES) answers ``missing_scope`` as Slack does, and posting in a
+public channel the app is not in needs ``chat:write.public`` (else ``not_in_channel``).
 """
 
 from __future__ import annotations
@@ -34,15 +39,16 @@ from typing import Any, Self
 
 from aiohttp import BodyPartReader, web
 
+from . import scopes as _scopes
 from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, SlackState, UserGroup
 
 UPLOAD_URL = "upload_url"  # the Call.method recorded for a POST to an upload URL
 _JSON_FIELDS = ("blocks", "attachments", "view", "metadata", "files")
-# The scope each method needs, checked when the emulator is given the app's ``scopes`` (only the
-# methods listed here; the others answer whatever the token).
-METHOD_SCOPES = {
-    "usergroups.list": "usergroups:read",
-    "usergroups.users.list": "usergroups:read",
+_LIST_TYPES = {
+    "public_channel": _scopes.PUBLIC,
+    "private_channel": _scopes.PRIVATE,
+    "im": _scopes.IM,
+    "mpim": _scopes.MPIM,
 }
 
 
@@ -96,7 +102,8 @@ class SlackEmulator:
         the fixed-base counter. ``token``: the one bot token accepted (None: any ``xoxb-``).
         ``on_event``: handed each Event. ``names``: user id -> name for users.info (else
         ``add_user``'s). ``id_tag``: in every id made (see SlackState). ``scopes``: the bot token's
-        scopes (None: every scope); a method of METHOD_SCOPES without its scope is missing_scope."""
+        scopes, in the order Slack lists them (None: the app manifest's; scopes.ALL_SCOPES for a
+        test of the emulator's every method)."""
         self.state = SlackState(clock, id_tag)
         self.token = token
         self.on_event = on_event
@@ -106,7 +113,13 @@ class SlackEmulator:
         self._ephemerals: list[dict[str, Any]] = []
         self.views: dict[str, dict[str, Any]] = {}
         self.users: dict[str, dict[str, Any]] = {}
-        self.scopes: set[str] | None = set(scopes) if scopes is not None else None
+        if scopes is None:
+            granted = _scopes.manifest_scopes()
+        elif isinstance(scopes, (set, frozenset)):
+            granted = sorted(scopes)  # a set has no order; Slack's list has a stable one
+        else:
+            granted = list(scopes)
+        self.scopes: tuple[str, ...] = tuple(granted)  # assign to regrant (the app reinstalled)
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # "http://127.0.0.1:PORT"
         self._handlers: dict[str, Callable[[dict], dict]] = {
@@ -126,6 +139,7 @@ class SlackEmulator:
             "views.open": self._views_open,
             "views.update": self._views_update,
             "users.info": self._users_info,
+            "users.lookupByEmail": self._users_lookup_by_email,
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
             "files.info": self._files_info,
@@ -328,16 +342,49 @@ class SlackEmulator:
         handler = self._handlers.get(method)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
-        needed = METHOD_SCOPES.get(method)
-        if needed and self.scopes is not None and needed not in self.scopes:
+        needed = self._missing_scope(method, args)
+        if needed is not None:
+            # Slack's answer: a 200 naming the scope the call needed and the ones the token has.
             return web.json_response(
-                {"ok": False, "error": "missing_scope", "needed": needed, "provided": ",".join(sorted(self.scopes))}
+                {"ok": False, "error": "missing_scope", "needed": needed, "provided": ",".join(self.scopes)}
             )
         try:
             body = handler(args)
         except SlackError as e:
             body = {"ok": False, "error": e.code}
         return web.json_response(body)
+
+    def _missing_scope(self, method: str, args: dict[str, Any]) -> str | None:
+        """The scope ``method`` needs here that the token lacks (None: it has what it needs, or the
+        method's own checks answer first: a channel the bot cannot see is channel_not_found)."""
+        needs = _scopes.METHOD_SCOPES[method]  # every served method is in the table (world/tests/slack)
+        if not needs:
+            return None
+        if _scopes.ANY in needs:
+            return None if needs[_scopes.ANY] in self.scopes else needs[_scopes.ANY]
+        if not any(s in self.scopes for s in needs.values()):
+            return _scopes.needed(method, None)  # none of the method's scopes: Slack names the first
+        for kind in self._kinds(method, args):
+            of_kind = needs.get(kind)
+            if of_kind is not None and of_kind not in self.scopes:
+                return of_kind
+        return None
+
+    def _kinds(self, method: str, args: dict[str, Any]) -> list[str]:
+        """The kinds of conversation the call is about (public, private, im): made, listed, or named
+        by its ``channel``; none when the channel cannot be seen (the method says so itself)."""
+        if method == "conversations.create":
+            return [_scopes.PRIVATE if _flag(args.get("is_private")) else _scopes.PUBLIC]
+        if method == "conversations.list":
+            types = [t.strip() for t in str(args.get("types") or "public_channel").split(",") if t.strip()]
+            return [_LIST_TYPES[t] for t in types if t in _LIST_TYPES]
+        try:
+            ch = self.state.visible_channel(args.get("channel"))
+        except SlackError:
+            return []
+        if ch.id.startswith("D"):
+            return [_scopes.IM]
+        return [_scopes.PRIVATE if ch.is_private else _scopes.PUBLIC]
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:
         raw = await request.read()
@@ -508,7 +555,12 @@ class SlackEmulator:
             if not isinstance(kind, str) or not kind or not isinstance(payload, dict):
                 raise SlackError("invalid_metadata_schema")
         msg = self.state.post(
-            args.get("channel"), args.get("text", ""), args.get("blocks"), args.get("thread_ts"), metadata
+            args.get("channel"),
+            args.get("text", ""),
+            args.get("blocks"),
+            args.get("thread_ts"),
+            metadata,
+            as_nonmember=_scopes.POST_AS_NONMEMBER in self.scopes,
         )
         self._emit(Event("post", msg.channel, msg.text, msg.blocks or [], msg.ts))
         return {"ok": True, "channel": msg.channel, "ts": msg.ts, "message": msg.to_api(include_metadata=True)}
@@ -602,6 +654,18 @@ class SlackEmulator:
             **extra,
         }
         return {"ok": True, "user": user}
+
+    def _users_lookup_by_email(self, args: dict) -> dict:
+        """As Slack: the member (one ``add_user`` made) whose profile has ``email``, in users.info's
+        shape; else users_not_found."""
+        email = str(args.get("email") or "").strip().lower()
+        if not email:
+            raise SlackError("invalid_arguments")
+        for uid in list(self.users):
+            user = self._users_info({"user": uid})["user"]
+            if str(user["profile"].get("email", "")).lower() == email:
+                return {"ok": True, "user": user}
+        raise SlackError("users_not_found")
 
     def _files_get_upload_url(self, args: dict) -> dict:
         f = self.state.reserve_file(

@@ -317,8 +317,14 @@ class SlackState:
         return ch
 
     # messages ---------------------------------------------------------
-    def post(self, channel: str | None, text: str, blocks=None, thread_ts=None, metadata=None) -> Message:
-        ch = self.writable_channel(channel)
+    def post(
+        self, channel: str | None, text: str, blocks=None, thread_ts=None, metadata=None, as_nonmember: bool = False
+    ) -> Message:
+        """chat.postMessage. ``as_nonmember`` (the chat:write.public scope): a public channel the
+        bot is not in takes the post too, and the bot stays out of it."""
+        ch = self.visible_channel(channel)
+        if not ch.bot_member and not (as_nonmember and not ch.is_private):
+            raise SlackError("not_in_channel")
         if ch.archived:
             raise SlackError("is_archived")
         msg = Message(

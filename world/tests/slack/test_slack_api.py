@@ -18,13 +18,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from fbworld.slack import FakeSlack, SlackSender, sign, slash_command_body, url_verification_body
+from fbworld.slack.scopes import ALL_SCOPES
 
 SECRET = "shhh-signing-secret"
 
 
 @pytest_asyncio.fixture
 async def fake():
-    f = FakeSlack()
+    f = FakeSlack(scopes=ALL_SCOPES)  # every method's scope: these are tests of the emulator's methods
     await f.start()
     yield f
     await f.stop()
@@ -159,10 +160,20 @@ async def test_post_update_delete_history(fake, client):
 
 @pytest.mark.asyncio
 async def test_not_in_channel_and_dm(fake, client):
-    cid = fake.add_channel("private-ish", bot_member=False)
-    assert await api_error(client.chat_postMessage(channel=cid, text="x")) == "not_in_channel"
+    cid = fake.add_channel("public-not-joined", bot_member=False)
+    # chat:write.public: a public channel the bot is not in takes its post, and the bot stays out.
+    assert (await client.chat_postMessage(channel=cid, text="notice"))["channel"] == cid
+    assert [m["text"] for m in fake.messages(cid)] == ["notice"] and "UBOT" not in fake.channel(cid).members
+    hidden = fake.add_channel("private-not-joined", bot_member=False, is_private=True)
+    assert await api_error(client.chat_postMessage(channel=hidden, text="x")) == "channel_not_found"
     dm = await client.chat_postMessage(channel="U42", text="psst")
     assert dm["channel"] == "DU42" and fake.messages("DU42")[0]["text"] == "psst"
+    # Without chat:write.public Slack answers as to any non-member: not_in_channel.
+    async with FakeSlack(scopes=ALL_SCOPES - {"chat:write.public"}) as bare:
+        other = bare.add_channel("public-not-joined", bot_member=False)
+        c = AsyncWebClient(token="xoxb-test", base_url=bare.api_url)
+        assert await api_error(c.chat_postMessage(channel=other, text="x")) == "not_in_channel"
+        assert bare.messages(other) == []
 
 
 @pytest.mark.asyncio

@@ -10,13 +10,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from fbworld.slack import UPLOAD_URL, FakeSlack
+from fbworld.slack.scopes import ALL_SCOPES
 
 TOKEN = "xoxb-files"
 
 
 @pytest_asyncio.fixture
 async def fake():
-    f = FakeSlack()
+    f = FakeSlack(scopes=ALL_SCOPES)  # files.info (files:read) too: tests of the emulator's methods
     await f.start()
     yield f
     await f.stop()

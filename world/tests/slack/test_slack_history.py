@@ -9,6 +9,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from fbworld.slack import FakeSlack
+from fbworld.slack.scopes import ALL_SCOPES
 
 META = {"event_type": "firebreak_post", "event_payload": {"mark": "fb:x"}}
 
@@ -28,7 +29,7 @@ async def clock():
 
 @pytest_asyncio.fixture
 async def fake(clock):
-    f = FakeSlack(clock=clock)
+    f = FakeSlack(clock=clock, scopes=ALL_SCOPES)  # every method's scope: tests of the emulator's methods
     await f.start()
     yield f
     await f.stop()

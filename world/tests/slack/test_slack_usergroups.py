@@ -75,7 +75,7 @@ async def test_auth_and_the_usergroups_read_scope_are_checked():
         err = await api_error(client(fake, "xoxb-right").usergroups_list())
         assert err["error"] == "missing_scope" and err["needed"] == "usergroups:read"
         assert err["provided"] == "chat:write,commands"
-        # Other methods answer whatever the scopes (the emulator checks these two).
+        # auth.test needs no scope (Slack's reference: none).
         assert (await client(fake, "xoxb-right").auth_test())["ok"]
 
 
