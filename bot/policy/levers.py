@@ -73,19 +73,29 @@ class HeadroomPolicy(Strict):
 class ReturnGatePolicy(Strict):
     """What `undo` of a node-quarantine checks on dcgm-exporter's series before the node goes back.
 
-    `$node` is the node's name (dcgm-exporter's Hostname label, the node name when it runs as a
-    DaemonSet with NODE_NAME), `$cell` the cell (a target label your scrape adds), `$window` the
-    time since the quarantine landed (e.g. `3600s`). Each
-    query should answer one series per GPU (and per XID, err_code being a label).
+    `$node` is the node's name: dcgm-exporter's host label, the node name when it runs as a
+    DaemonSet with NODE_NAME (its internal/pkg/hostname GetHostname). That label is `Hostname` in
+    every dcgm-exporter release through 4.5.3-4.8.2 and `hostname` on its main branch since
+    d5e5f51 (#655, internal/pkg/rendermetrics/render_metrics.go), so each query asks for both
+    (`or`: a node's GPUs answer under whichever spelling its exporter writes). `$cell` is the cell
+    (a target label your scrape adds), `$window` the time since the quarantine landed (e.g.
+    `3600s`). Each query should answer one series per GPU (and per XID, err_code being a label).
     """
 
     # The seeds' node-fatal classes: 48 and 95 memory that needs a reset, 63 and 64 the row remapper
     # reporting or failing, 74 NVLink, 79 off the bus (13 and 31 are the application's).
     fatal_xids: list[int] = Field(default=[48, 63, 64, 74, 79, 95])
-    xid_query: str = 'max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",Hostname="$node"}[$window])'
-    ecc_dbe_query: str = 'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",Hostname="$node"}[$window])'
+    xid_query: str = (
+        'max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",Hostname="$node"}[$window])'
+        ' or max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",hostname="$node"}[$window])'
+    )
+    ecc_dbe_query: str = (
+        'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",Hostname="$node"}[$window])'
+        ' or increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",hostname="$node"}[$window])'
+    )
     row_remap_failure_query: str = (
         'max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{cell="$cell",Hostname="$node"}[$window])'
+        ' or max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{cell="$cell",hostname="$node"}[$window])'
     )
     timeout_seconds: float = Field(default=5, gt=0)
 

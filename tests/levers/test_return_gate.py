@@ -1,7 +1,9 @@
 """The node return gate: `undo` of a node-quarantine looks at the node first (Ready; no fatal XID,
 ECC double-bit or row-remap failure since the quarantine, on dcgm-exporter's series in a real,
 backfilled Prometheus) and says what it found. A clean node returns at once; one that reported
-XID 79 since waits for the IC's approval on a card, and nothing changes until it is given."""
+XID 79 since waits for the IC's approval on a card, and nothing changes until it is given. Every
+test runs against dcgm-exporter writing its host label `Hostname` (its releases) and `hostname`
+(its main branch since d5e5f51): the gate's queries find the node's GPUs under either."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ import asyncio
 
 import pytest
 
+from fbworld.dcgm import XID_FIELDS
 from tests.support.harness import T0, audit_entries
 from tests.support.levers import OPS, say
 from tests.support.prometheus import (
+    HOSTNAME_LABELS,
     CellTriage,
+    Exporter,
+    Gpu,
     PrometheusServer,
-    Series,
-    dcgm_gpu_labels,
+    dcgm_backfill,
     ensure_services_installed,
     ttft_scenario,
 )
@@ -26,20 +31,22 @@ XID_NODE, REMAP_NODE, CLEAN = "gpu-a3-0001", "gpu-a3-0003", "gpu-a3-0002"
 START, MINUTES, STEP = T0 - 3600, 180, 15  # history from an hour before the test clock to two after
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory):
-    """XID 79 on gpu-a3-0001 from 5 minutes after T0 (the quarantine lands at T0); a row-remap
-    failure on gpu-a3-0003 from then; every other GPU clean (XID 0, no ECC double-bit errors)."""
+@pytest.fixture(scope="module", params=HOSTNAME_LABELS)
+def prometheus(request, tmp_path_factory):
+    """XID 79 on gpu-a3-0001 from 5 minutes after T0 (the quarantine lands at T0; the gauge holds it
+    from then on); a failed row remapping on gpu-a3-0003 from then (its gauge stays 1); every other
+    GPU clean (XID 0, no ECC double-bit errors). dcgm-exporter spells its host label `request.param`."""
     ensure_services_installed()
-    triage = CellTriage(hosts=HOSTS, xid=79, xid_hosts=[XID_NODE], xid_from_minute=65)
+    exporter = Exporter(hostname_label=request.param)
+    triage = CellTriage(hosts=HOSTS, xid=79, xid_hosts=[XID_NODE], xid_from_minute=65, exporter=exporter)
     sc = ttft_scenario({CELL: 0.001}, start_ts=START, minutes=MINUTES, step=STEP, triage={CELL: triage})
     stamps = [START + i * STEP for i in range(MINUTES * 60 // STEP + 1)]
-    for host in HOSTS:
-        gpu = dcgm_gpu_labels(CELL, host)
-        # A counter in dcgm-exporter's text format, written as a gauge (tests/support/prometheus.py health_series).
-        sc.series.append(Series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gauge", gpu, [(t, 0) for t in stamps]))
-        failed = [(t, 1 if host == REMAP_NODE and t >= T0 + 300 else 0) for t in stamps]
-        sc.series.append(Series("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", gpu, failed))
+    gpus = [Gpu(host, 0, target={"cell": CELL}) for host in HOSTS]
+    for gpu in gpus:
+        if gpu.host == REMAP_NODE:
+            gpu.row_remap(T0 + 300, "failed")
+    # The ECC and row-remap fields of the exporter's CSV (the XID ones come with the triage series).
+    sc.series += dcgm_backfill(exporter, gpus, stamps, exporter.counters - XID_FIELDS)
     prom = PrometheusServer(tmp_path_factory.mktemp("prom-gate"), sc)
     asyncio.run(prom.start())
     yield prom

@@ -21,15 +21,16 @@ import pytest
 
 from bot.incidents.models import Incident
 from bot.postmortem import figures as fig
+from fbworld.dcgm import XID_ERRORS
 from tests.support.core import run_cli
 from tests.support.harness import T0, RunningApp
 from tests.support.ports import free_port
 from tests.support.prometheus import (
-    DCGM_DRIVER_VERSION,
-    DCGM_MODEL_NAME,
-    XID_TEXT,
+    Exporter,
+    Gpu,
     PrometheusServer,
     Series,
+    dcgm_backfill,
     ensure_services_installed,
 )
 from tests.support.signals import CELL_A, ONCALL_A, TOKEN, incidents, payload, policy_dir, post, settle, wire
@@ -59,32 +60,16 @@ def generator_url(expr: str) -> str:
 
 
 def xid_series(start: float, end: float, step: float = 60.0) -> list[Series]:
-    """dcgm-exporter's DCGM_FI_DEV_XID_ERRORS for two GPUs of us-east-1: host 0 shows XID 79 from
-    IMPACT on; host 1 shows XID 48 for 20 minutes at BLIP (an earlier run the postmortem must not
-    take); otherwise 0. A new XID is a new series (err_code/err_msg follow the value)."""
+    """dcgm-exporter's DCGM_FI_DEV_XID_ERRORS for two GPUs of us-east-1: host 0 reports XID 79 at
+    IMPACT (the gauge holds it from then on); host 1 reports XID 48 at BLIP and is reset 20 minutes
+    later (XID 48 needs a GPU reset; the gauge reads 0 again): an earlier run the postmortem must not
+    take. A new XID is a new series (err_code/err_msg follow the value)."""
     ts = [start + i * step for i in range(int((end - start) // step) + 1)]
-    out = []
-    for host, xid, (frm, to) in (
-        ("gpu-us-east-1-0", 79, (IMPACT, end + 1)),
-        ("gpu-us-east-1-1", 48, (BLIP[0], BLIP[0] + BLIP[1])),
-    ):
-        gpu = {
-            "cell": CELL_A,
-            "gpu": "0",
-            "UUID": f"GPU-{host}",
-            "pci_bus_id": "00000000:18:00.0",
-            "device": "nvidia0",
-            "modelName": DCGM_MODEL_NAME,
-            "Hostname": host,
-            "DCGM_FI_DRIVER_VERSION": DCGM_DRIVER_VERSION,
-        }
-        for value, points in (
-            (0, [(t, 0.0) for t in ts if not frm <= t < to]),
-            (xid, [(t, float(xid)) for t in ts if frm <= t < to]),
-        ):
-            labels = {**gpu, "err_code": str(value), "err_msg": XID_TEXT[value]}
-            out.append(Series("DCGM_FI_DEV_XID_ERRORS", "gauge", labels, points))
-    return out
+    gpus = [
+        Gpu("gpu-us-east-1-0", 0, target={"cell": CELL_A}).xid(IMPACT, 79),
+        Gpu("gpu-us-east-1-1", 0, target={"cell": CELL_A}).xid(BLIP[0], 48).reload(BLIP[0] + BLIP[1]),
+    ]
+    return dcgm_backfill(Exporter(), gpus, ts, [XID_ERRORS])
 
 
 @pytest.fixture(scope="module")

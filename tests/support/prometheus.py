@@ -34,7 +34,6 @@ import math
 import ssl
 import subprocess
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,10 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.utils import floatToGoString
 
+from fbworld.dcgm import DRIVER_VERSION as DCGM_DRIVER_VERSION
+from fbworld.dcgm import HOSTNAME_LABELS, RELEASED_HOSTNAME, XID_FIELDS, XID_TEXT, Exporter, Gpu
+from fbworld.dcgm import MODEL_NAME as DCGM_MODEL_NAME
+from fbworld.dcgm import series as dcgm_series
 from fbworld.tls import TLSFiles, make_tls  # re-exported for callers
 
 from .services import (  # re-exported for callers
@@ -58,11 +61,17 @@ from .services import (  # re-exported for callers
 
 __all__ = [
     "BURN_RATE_QUERY",
+    "DCGM_DRIVER_VERSION",
+    "DCGM_MODEL_NAME",
     "DEFAULT_SERVICES_DIR",
     "DEFAULT_THRESHOLD",
+    "HOSTNAME_LABELS",
     "TTFT_METRIC",
     "VLLM_TTFT_BUCKETS",
+    "XID_TEXT",
     "CellTriage",
+    "Exporter",
+    "Gpu",
     "PrometheusServer",
     "Scenario",
     "Series",
@@ -70,6 +79,7 @@ __all__ = [
     "ServiceStartError",
     "TLSFiles",
     "burn_rate_query",
+    "dcgm_backfill",
     "ensure_services_installed",
     "find_binary",
     "format_le",
@@ -263,11 +273,10 @@ class OpenMetricsWriter:
 #     vllm:kv_cache_usage_perc (gauge, 0..1; vllm:gpu_cache_usage_perc before 0.9),
 #     vllm:num_preemptions (counter, exposed as vllm:num_preemptions_total); labels model_name
 #     and engine. prometheus_client renders le with floatToGoString ("2.5", "1.0", "+Inf").
-#   dcgm-exporter 4.5.3-4.8.2, internal/pkg/rendermetrics/render_metrics.go and
-#     internal/pkg/collector/gpu_collector.go: DCGM_FI_DEV_XID_ERRORS (gauge, the last XID) with
-#     gpu, UUID, pci_bus_id, device, modelName, Hostname, the DCGM_FI_DRIVER_VERSION label field
-#     of etc/default-counters.csv, and err_code/err_msg (xid_errors.go). Unreleased main renames
-#     Hostname to hostname (d5e5f51, #655): queries that name it must follow the release in use.
+#   dcgm-exporter: world/fbworld/dcgm.py models its GPU series from what happens to each GPU (the
+#     XID gauge held until the driver reloads, the windowed XID count, ECC and row-remap fields),
+#     with the sources it follows; its Exporter picks the host label (`Hostname` through release
+#     4.5.3-4.8.2, `hostname` on main from d5e5f51) and the fields the counters CSV enables.
 #   Kueue v0.19.2, pkg/metrics/metrics.go: kueue_pending_workloads{cluster_queue, status,
 #     replica_role}, reported for status "active" and "inadmissible" by the leader replica.
 #   kube-state-metrics v2.20.0, internal/store/node.go: kube_node_spec_taint{node, key, value,
@@ -288,25 +297,8 @@ DEFAULT_THRESHOLD = 2.5
 DEFAULT_MODEL = "llm-70b"  # the served model name (vLLM's model_name label)
 DEFAULT_PODS = ("vllm-0", "vllm-1")
 
-# dcgm-exporter's err_msg for the XIDs the scenarios use (internal/pkg/collector/xid_errors.go).
-XID_TEXT = {
-    0: "No Error",
-    13: "Graphics Engine Exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda",
-    48: "Double Bit ECC Error",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    74: "NVLINK Error",
-    79: "GPU has fallen off the bus",
-    92: "High single-bit ECC error rate",
-    94: "Contained ECC error",
-    95: "Uncontained ECC error",
-    119: "GSP RPC Timeout",
-}
-DCGM_DRIVER_VERSION = "550.127.05"
-DCGM_MODEL_NAME = "NVIDIA H100 80GB HBM3"
+# XID_TEXT (dcgm-exporter's err_msg per XID), DCGM_DRIVER_VERSION and DCGM_MODEL_NAME come from
+# fbworld/dcgm.py, re-exported for the tests that build DCGM series by hand.
 
 
 def _check_threshold(threshold: float) -> None:
@@ -340,13 +332,16 @@ class CellTriage:
     pods: Sequence[str] = DEFAULT_PODS
     kv_cache_usage: float = 0.35  # vllm:kv_cache_usage_perc (0..1) per pod
     preemptions_per_min: float = 0.0  # vllm:num_preemptions_total slope per pod
-    hosts: Sequence[str] | None = None  # DCGM Hostname values (default: gpu-<cell>-0, gpu-<cell>-1)
-    xid: int = 0  # DCGM_FI_DEV_XID_ERRORS value (0 = none); its err_msg must be in XID_TEXT
+    hosts: Sequence[str] | None = None  # dcgm-exporter's host label values (default: gpu-<cell>-0, gpu-<cell>-1)
+    xid: int = 0  # an XID the driver reports on each of xid_hosts (0 = none); its err_msg must be in XID_TEXT
     xid_hosts: Sequence[str] | None = None  # hosts showing the XID (default: first host)
-    xid_from_minute: float = 0.0  # XID shows from this minute of the window on
-    # Per host, the gauge's values over time: [(from minute, XID), ...] (first from minute 0);
-    # a host named here ignores xid/xid_hosts.
+    xid_from_minute: float = 0.0  # the XID happens at this minute of the window (the gauge holds it after)
+    # Per host, what its GPU 0's driver reported over time: [(minute, XID), ...], each an XID then
+    # (the gauge holds it until a reload; repeating the held code shows nothing on the gauge), 0 a
+    # driver reload (the gauge reads 0 again). A host named here ignores xid/xid_hosts.
     xid_history: Mapping[str, Sequence[tuple[float, int]]] = field(default_factory=dict)
+    # How dcgm-exporter runs: the host label's spelling, the fields its CSV enables (fbworld/dcgm.py).
+    exporter: Exporter = field(default_factory=Exporter)
     cluster_queue: str = "research-h100"  # kueue_pending_workloads{cluster_queue}
     pending_workloads: float = 0.0  # kueue_pending_workloads{status="active"}
     inadmissible_workloads: float = 0.0  # kueue_pending_workloads{status="inadmissible"}
@@ -476,10 +471,6 @@ def ttft_scenario(
     )
 
 
-def _gpu_uuid(host: str, gpu: int) -> str:
-    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{host}/{gpu}')}"
-
-
 def triage_series(
     cell: str,
     t: CellTriage,
@@ -508,28 +499,14 @@ def triage_series(
     if t.xid not in XID_TEXT:
         raise ValueError(f"XID {t.xid}: add its err_msg from dcgm-exporter's xid_errors.go to XID_TEXT")
     for host in hosts:
-        gpu = {
-            "cell": cell,
-            "gpu": "0",
-            "UUID": _gpu_uuid(host, 0),
-            "pci_bus_id": "00000000:18:00.0",
-            "device": "nvidia0",
-            "modelName": DCGM_MODEL_NAME,
-            "Hostname": host,
-            "DCGM_FI_DRIVER_VERSION": DCGM_DRIVER_VERSION,
-        }
-        # err_code/err_msg follow the value, so a new XID starts a new series (as on a real node).
+        gpu = Gpu(host, 0, target={"cell": cell})
         xid = t.xid if host in xid_hosts else 0
-        history = list(t.xid_history.get(host, [(0.0, 0), (t.xid_from_minute, xid)] if xid else [(0.0, 0)]))
-        for i, (from_minute, value) in enumerate(history):
-            if value not in XID_TEXT:
-                raise ValueError(f"XID {value}: add its err_msg from dcgm-exporter's xid_errors.go to XID_TEXT")
-            lo = start_ts + from_minute * 60
-            hi = start_ts + history[i + 1][0] * 60 if i + 1 < len(history) else math.inf
-            points = [(ts, value) for ts in ts_list if lo <= ts < hi]
-            if points:
-                labels = {**gpu, "err_code": str(value), "err_msg": XID_TEXT[value]}
-                out.append(Series("DCGM_FI_DEV_XID_ERRORS", "gauge", labels, points))
+        for minute, code in t.xid_history.get(host, [(t.xid_from_minute, xid)] if xid else []):
+            if code == 0:
+                gpu.reload(start_ts + minute * 60)
+            else:
+                gpu.xid(start_ts + minute * 60, code)
+        out += dcgm_backfill(t.exporter, [gpu], ts_list, XID_FIELDS)
     kueue = {"cell": cell, "cluster_queue": t.cluster_queue, "replica_role": "leader"}
     out.append(Series("kueue_pending_workloads", "gauge", {**kueue, "status": "active"}, const(t.pending_workloads)))
     out.append(
@@ -755,26 +732,33 @@ class PrometheusServer(ManagedServer):
 #     (gauges; labels model_name, engine); vllm:request_success (counter, exposed as
 #     vllm:request_success_total) with finished_reason "stop", "length" or "abort" besides
 #     model_name and engine.
-#   dcgm-exporter: DCGM_FI_DEV_ECC_DBE_VOL_TOTAL (counter; commented out in etc/default-counters.csv)
-#     and DCGM_FI_DEV_ROW_REMAP_PENDING (gauge, 0 or 1; DCGM field 396, in no shipped CSV): a
-#     deployment that wants them adds them to its counters CSV. Same GPU labels as the XID gauge.
+#   dcgm-exporter (world/fbworld/dcgm.py): ECC double-bit counters (commented out in
+#     etc/default-counters.csv), the row-remap counters and failure gauge (in it) and
+#     DCGM_FI_DEV_ROW_REMAP_PENDING (DCGM field 396, in no shipped CSV), as the Exporter's CSV
+#     enables them. Same GPU labels as the XID gauge.
 # As above, `cell` and `pod` are target labels the scrape config adds.
 
 VLLM_FINISHED_REASONS = ("stop", "length", "abort")
 
 
-def dcgm_gpu_labels(cell: str, host: str, gpu: int = 0) -> dict[str, str]:
-    """The labels dcgm-exporter 4.x puts on a GPU's series (plus the `cell` target label)."""
-    return {
-        "cell": cell,
-        "gpu": str(gpu),
-        "UUID": _gpu_uuid(host, gpu),
-        "pci_bus_id": f"00000000:{0x18 + gpu:02X}:00.0",
-        "device": f"nvidia{gpu}",
-        "modelName": DCGM_MODEL_NAME,
-        "Hostname": host,
-        "DCGM_FI_DRIVER_VERSION": DCGM_DRIVER_VERSION,
-    }
+def dcgm_gpu_labels(cell: str, host: str, gpu: int = 0, hostname_label: str = RELEASED_HOSTNAME) -> dict[str, str]:
+    """The labels dcgm-exporter puts on a GPU's series (plus the `cell` target label)."""
+    return Exporter(hostname_label=hostname_label).labels(Gpu(host, gpu, target={"cell": cell}))
+
+
+def dcgm_backfill(
+    exporter: Exporter, gpus: Iterable[Gpu], times: Sequence[float], names: Iterable[str] | None = None
+) -> list[Series]:
+    """The exporter's series for ``gpus`` as scrapes at ``times`` stored them (fbworld/dcgm.py),
+    of ``names`` (default: every field its CSV enables)."""
+    # OpenMetrics (promtool's input) names a counter's samples <family>_total, which dcgm-exporter's
+    # counters (..._TOTAL, ..._ROWS, ..._COUNT) are not; a block stores no type, so they go in as
+    # gauges: the stored series (name, labels, values) is the exporter's. Unlike live scrapes,
+    # a backfill has no staleness markers: a series that ends (an XID's err_code series when the
+    # code changes, a code leaving the count's window) lingers 5 minutes (the lookback) after it.
+    # To see what a live Prometheus sees, start the server with
+    # extra_args=["--query.lookback-delta=14s"] (under a 15 s scrape) and ask at scrape times.
+    return [Series(s.name, "gauge", s.labels, s.points) for s in dcgm_series(exporter, gpus, times, names)]
 
 
 @dataclass
@@ -784,10 +768,11 @@ class CellHealth:
     pods: Sequence[str] = DEFAULT_PODS
     running_per_pod: float = 8  # vllm:num_requests_running
     waiting_per_pod: float = 0  # vllm:num_requests_waiting
-    hosts: Sequence[str] | None = None  # DCGM Hostname values (default: gpu-<cell>-0, gpu-<cell>-1)
+    hosts: Sequence[str] | None = None  # dcgm-exporter's host label values (default: gpu-<cell>-0, gpu-<cell>-1)
     ecc_dbe: Mapping[str, int] = field(default_factory=dict)  # host -> double-bit errors, at ecc_dbe_minute
     ecc_dbe_minute: float = 0.0  # the errors land at this minute of the window (the counter steps up)
-    row_remap_pending: Sequence[str] = ()  # hosts whose GPU 0 has a row remap pending (1), else 0
+    row_remap_pending: Sequence[str] = ()  # hosts whose GPU 0 remapped a row before the window, pending a reset
+    exporter: Exporter = field(default_factory=Exporter)  # as CellTriage's: the same exporter, its other fields
 
 
 def health_series(
@@ -812,14 +797,12 @@ def health_series(
         raise ValueError(f"{cell}: hosts {sorted(unknown)} are not among {hosts}")
     at = start_ts + h.ecc_dbe_minute * 60
     for host in hosts:
-        gpu = dcgm_gpu_labels(cell, host)
-        errors = h.ecc_dbe.get(host, 0)
-        # dcgm-exporter types it a counter in the text format, where a counter's name need not end in
-        # _total; OpenMetrics (what promtool backfills) requires that suffix of counter samples, so it
-        # is written as a gauge: the stored series (name, labels, values) is the same.
-        points = [(ts, errors if ts >= at else 0) for ts in ts_list]
-        out.append(Series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gauge", gpu, points))
-        out.append(Series("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", gpu, const(int(host in h.row_remap_pending))))
+        gpu = Gpu(host, 0, target={"cell": cell})
+        if h.ecc_dbe.get(host):
+            gpu.dbe(at, h.ecc_dbe[host])
+        if host in h.row_remap_pending:
+            gpu.row_remap(start_ts - 60)
+        out += dcgm_backfill(h.exporter, [gpu], ts_list, set(h.exporter.counters) - XID_FIELDS)
     return out
 
 

@@ -1,6 +1,8 @@
 """`/incident triage` against a real Prometheus backfilled (promtool) with exporter-shaped series in
 which us-east-3 degrades: the posted table shows its numbers, the healthy cell's, a blind cell's
-`no data`, and a broken query's `failed`, never 0."""
+`no data`, and a broken query's `failed`, never 0. The two cells' dcgm-exporters spell the host
+label differently (`hostname` as on its main branch, `Hostname` as in its releases): the DCGM rows
+read both."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tests.support.ports import free_port
 from tests.support.prometheus import (
     CellHealth,
     CellTriage,
+    Exporter,
     PrometheusServer,
     ensure_services_installed,
     health_series,
@@ -39,15 +42,17 @@ from tests.support.triage import (
 BLIND = "eu-west-9"  # in the incident, but no exporter of it is scraped
 START, MINUTES = T0 - 7200, 240  # history from two hours before T0 to two hours after
 GPU_NODES = [f"gpu-{DEGRADED}-{i}" for i in range(10)]
-# DCGM_FI_DEV_XID_ERRORS of the degraded cell's GPUs: the last XID, held until the next one
-# (minute 120 is T0; the rows look at the hour before it).
+# The XIDs the degraded cell's GPUs reported (minute 120 is T0; the rows look at the hour before
+# it). DCGM_FI_DEV_XID_ERRORS holds the last one until the driver reloads.
 XID_HISTORY = {
-    GPU_NODES[0]: [(0, 0), (100, 79)],  # fell off the bus 20 minutes ago: fatal
-    GPU_NODES[1]: [(0, 13)],  # an application's XID two hours ago, never reset: neither
+    GPU_NODES[0]: [(100, 79)],  # fell off the bus 20 minutes ago: fatal
+    GPU_NODES[1]: [(0, 13)],  # an application's XID two hours ago, still held: neither
     GPU_NODES[2]: [(0, 79)],  # fatal, but two hours ago (quarantine's business now): neither
-    GPU_NODES[3]: [(0, 0), (110, 13)],  # an application's XID 10 minutes ago: application
+    GPU_NODES[3]: [(110, 13)],  # an application's XID 10 minutes ago: application
     GPU_NODES[4]: [(0, 13), (105, 48)],  # an old application XID, then a double-bit ECC: fatal
 }
+# The degraded cell's exporter runs dcgm-exporter's main branch, the healthy one's a release.
+MAIN, RELEASE = Exporter(hostname_label="hostname"), Exporter(hostname_label="Hostname")
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +67,9 @@ def scenario():
             inadmissible_workloads=5,  # pending too: Kueue counts them apart (status="inadmissible")
             quarantined_nodes=GPU_NODES[:2],
             gpu_nodes=GPU_NODES,
+            exporter=MAIN,
         ),
-        HEALTHY: CellTriage(),
+        HEALTHY: CellTriage(exporter=RELEASE),
     }
     sc = ttft_scenario({DEGRADED: 0.2, HEALTHY: 0.001}, start_ts=START, minutes=MINUTES, triage=triage)
     sick = CellHealth(
@@ -71,9 +77,10 @@ def scenario():
         ecc_dbe={f"gpu-{DEGRADED}-0": 2},
         ecc_dbe_minute=100,
         row_remap_pending=[f"gpu-{DEGRADED}-0"],
+        exporter=MAIN,
     )
     sc.series += health_series(DEGRADED, sick, START, MINUTES)
-    sc.series += health_series(HEALTHY, CellHealth(), START, MINUTES)
+    sc.series += health_series(HEALTHY, CellHealth(exporter=RELEASE), START, MINUTES)
     return sc
 
 

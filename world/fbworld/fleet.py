@@ -1,6 +1,7 @@
 """The demo fleet: three cells and the fleet context, each a Kubernetes API emulator seeded with
-the objects every lever acts on, and (when no Prometheus is configured) a simulated Prometheus
-answering the policy's queries for a healthy fleet.
+the objects every lever acts on, dcgm-exporter on every GPU node (fbworld/dcgm.py: what happens to
+a GPU, and the series it shows), and (when no Prometheus is configured) a simulated Prometheus
+answering the policy's queries for a healthy fleet, its DCGM rows from those GPUs.
 
 Names follow DESIGN.md section 10's examples, so the README's lever lines work as typed:
 `research-h100`, `serve-chat/llm-70b`, `edge/chat-global`, GPU nodes `gpu-a3-01xx`.
@@ -11,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import re
 import secrets
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +24,8 @@ from typing import Any
 
 from bot import logs
 from bot.policy import Policy
+from fbworld.dcgm import FIGURES as DCGM_FIGURES
+from fbworld.dcgm import DcgmFleet, Exporter
 from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from fbworld.metrics import FleetMetrics
 from fbworld.prometheus import DemoPrometheus
@@ -44,6 +48,18 @@ NHC_CELL, NHC_NAME = "us-east-3", "gpu-nodes"
 # then 512 GPUs x 40 min = 341 GPU-hours, growing by the minute as a real one would.
 CHECKPOINT_AGE_S = 40 * 60
 TOOLGW_FLAGS = {"default.max_side_effect": "write", "acme.max_side_effect": "write", "globex.max_side_effect": "money"}
+
+
+# The XID class a triage row counts: its err_code=~ matcher (policies/queries.yaml xid_gpus, xid_app).
+_ERR_CODES = re.compile(r'err_code=~"([0-9|]+)"')
+
+
+def xid_codes(policy: Policy, name: str) -> frozenset[int] | None:
+    """The XIDs the policy's triage row ``name`` counts, or None when its query names no class the
+    model can read (a custom policy's row: its figure is then set by hand, as any other)."""
+    q = next((q for q in policy.queries.queries if q.name == name), None)
+    m = _ERR_CODES.search(q.query) if q is not None else None
+    return frozenset(int(c) for c in m.group(1).split("|") if c) if m else None
 
 
 def node_name(n: int) -> str:
@@ -137,6 +153,8 @@ class DemoFleet:
     metrics: FleetMetrics
     prometheus: DemoPrometheus | None = None
     token: str = field(default="", repr=False)
+    # dcgm-exporter on the GPU nodes: the drills' XIDs land here, triage's DCGM rows are read from it.
+    dcgm: DcgmFleet | None = None
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -185,10 +203,28 @@ def demo_unavailable() -> str | None:
     return None
 
 
+def model_dcgm(fleet: DemoFleet, policy: Policy, exporter: Exporter) -> DcgmFleet:
+    """dcgm-exporter on the fleet's GPU nodes, and triage's DCGM figures read from it."""
+    nodes = {cell: [node_name(n) for n in range(1, NODES_PER_CELL + 1)] for cell in CELLS}
+    gpus = fleet.dcgm = DcgmFleet(exporter, nodes)
+
+    def figure(name: str, codes: frozenset[int]) -> Callable[[str, float], float | None]:
+        return lambda cell, at: gpus.figure(cell, name, at, codes)
+
+    for name in DCGM_FIGURES:
+        codes = xid_codes(policy, name) if name in ("xid_gpus", "xid_app") else frozenset[int]()
+        if codes is not None:
+            fleet.metrics.model(name, figure(name, codes))
+    return gpus
+
+
 @contextlib.asynccontextmanager
-async def demo_fleet(policy: Policy, workdir: Path, *, prometheus: bool) -> AsyncIterator[DemoFleet]:
+async def demo_fleet(
+    policy: Policy, workdir: Path, *, prometheus: bool, exporter: Exporter | None = None
+) -> AsyncIterator[DemoFleet]:
     """Start the demo fleet's emulators (and, with ``prometheus``, the simulated Prometheus); the
-    kubeconfig is written into ``workdir`` with a token made for this run."""
+    kubeconfig is written into ``workdir`` with a token made for this run. ``exporter`` says how
+    dcgm-exporter runs on the GPU nodes (default: the last release's labels, triage's CSV fields)."""
     token = secrets.token_urlsafe(24)
     now = time.time()
     contexts = {policy.levers.cells.get(cell, cell): cell_objects(cell, policy, now) for cell in CELLS}
@@ -202,6 +238,7 @@ async def demo_fleet(policy: Policy, workdir: Path, *, prometheus: bool) -> Asyn
         kubeconfig = await asyncio.to_thread(write_kubeconfig, workdir / "kubeconfig", urls, token)
         fleet = DemoFleet(clusters, kubeconfig, FleetMetrics(CELLS), token=token)
         fleet.metrics.derive("quarantined", lambda cell: fleet.quarantined_fraction(cell, policy) if fleet else None)
+        model_dcgm(fleet, policy, exporter or Exporter())
         if prometheus:
             fleet.prometheus = DemoPrometheus(fleet.metrics, policy)
             for cell in CELLS:  # what keda-pause's price reads: the ScaledObject's own trigger

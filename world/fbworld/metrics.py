@@ -8,7 +8,13 @@ drill (or a test) moves it with ``set``; each change is a step at a given time a
 kept, so a question about a past time ("demand 3 hours ago", an alert's expression over the last
 24 h) gets what was true then.
 
-A figure may instead be *derived*: computed live from elsewhere (the console derives
+A figure may instead be *modelled*: computed for any time from a model with its own history (the
+console models triage's DCGM rows, ``xid_gpus``, ``xid_app``, ``ecc_dbe`` and
+``row_remap_pending``, from what happened to each GPU, fbworld/dcgm.py, so they follow
+dcgm-exporter's series: an XID held until the driver reloads, a counter's window). ``set``
+refuses it too: the model is what moves it.
+
+A figure may also be *derived*: computed live from elsewhere (the console derives
 ``quarantined`` from the Kubernetes emulators' node taints, so the figure follows what the
 node-quarantine lever actually did). A derived figure has no history: whatever time is asked
 about, it answers what its source says now, and a source that answers None means the cell has no
@@ -47,6 +53,7 @@ HEALTHY: dict[str, float] = {
 FIGURES: tuple[str, ...] = tuple(HEALTHY)
 
 Derivation = Callable[[str], float | None]
+Model = Callable[[str, float], float | None]  # (cell, unix time) -> the figure then, None: no series
 
 
 def _one_of(kind: str, given: str, valid: Iterable[str]) -> ValueError:
@@ -66,6 +73,7 @@ class FleetMetrics:
         self._times: dict[tuple[str, str], list[float]] = {}
         self._values: dict[tuple[str, str], list[float]] = {}
         self._derived: dict[str, Derivation] = {}
+        self._models: dict[str, Model] = {}
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -87,6 +95,8 @@ class FleetMetrics:
         self.check(cell, name)
         if name in self._derived:
             raise ValueError(f"{name} is derived from elsewhere; set() would never be read")
+        if name in self._models:
+            raise ValueError(f"{name} comes from a model of what happened (fbworld/dcgm.py); set() would never be read")
         t = self._clock() if at is None else at
         with self._lock:
             times = self._times.setdefault((cell, name), [])
@@ -99,14 +109,18 @@ class FleetMetrics:
                 values.insert(i, float(value))
 
     def value(self, cell: str, name: str, at: float | None = None) -> float | None:
-        """The figure at ``at`` (default now). None only for a derived figure whose source has no
-        figure for the cell (no series)."""
+        """The figure at ``at`` (default now). None only for a derived or modelled figure whose
+        source has no figure for the cell (no series)."""
         self.check(cell, name)
         derive = self._derived.get(name)
         if derive is not None:
             got = derive(cell)  # outside the lock: the source is someone else's code
             return None if got is None else float(got)
         t = self._clock() if at is None else at
+        model = self._models.get(name)
+        if model is not None:
+            got = model(cell, t)
+            return None if got is None else float(got)
         with self._lock:
             times = self._times.get((cell, name), [])
             i = bisect.bisect_right(times, t)
@@ -114,6 +128,17 @@ class FleetMetrics:
 
     def is_derived(self, name: str) -> bool:
         return name in self._derived
+
+    def model(self, name: str, fn: Model) -> None:
+        """Compute ``name`` as ``fn(cell, at)`` from now on, for any time asked about (see the module
+        docstring). Changes ``set`` before are dropped."""
+        if name not in HEALTHY:
+            raise _one_of("figure", name, FIGURES)
+        with self._lock:
+            self._models[name] = fn
+            for cell in self._cells:
+                self._times.pop((cell, name), None)
+                self._values.pop((cell, name), None)
 
     def derive(self, name: str, fn: Derivation) -> None:
         """Compute ``name`` live with ``fn(cell)`` from now on (see the module docstring: no

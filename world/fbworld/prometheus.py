@@ -6,7 +6,9 @@ the figures of a ``FleetMetrics``. It evaluates no PromQL: it knows a fixed set 
 by their text (whitespace runs collapsed), and what each one answers:
 
 - every triage query of the policy (queries.yaml) for every cell, with ``$cell`` and ``$taint_key``
-  substituted as `/incident triage` does: one sample ``{cell}`` with the figure of the query's name;
+  substituted as `/incident triage` does: one sample ``{cell}`` with the figure of the query's name
+  (the DCGM rows' figures come from the fleet's dcgm-exporter model, fbworld/dcgm.py, so they
+  follow its series: an XID held until a reload, a repeat unseen);
 - levers.yaml's headroom query for every cell (``$cell`` only, as route-weight substitutes it):
   the cell's ``burn_fast``;
 - queries.yaml's ``changed.demand`` query: one sample per cell with its ``demand``;

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fbworld.dcgm import FIGURES as DCGM_FIGURES
 from fbworld.metrics import FIGURES
 
 _OFFSET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -38,8 +39,19 @@ def _known_figure(v: str) -> str:
     return v
 
 
+def _settable_figure(v: str) -> str:
+    if v in DCGM_FIGURES:
+        raise ValueError(
+            f"{v} comes from the GPUs' own dcgm-exporter series: give what happened to a GPU under "
+            "`dcgm:` (an xid, dbe errors, a row_remap or a reload) instead of setting the figure"
+        )
+    return v
+
+
 # A figure the simulated Prometheus answers with (world/fbworld/metrics.py).
 Figure = Annotated[str, AfterValidator(_known_figure)]
+# One a drill may set by hand: not one the fleet computes from the GPUs (fbworld/dcgm.py).
+SettableFigure = Annotated[Figure, AfterValidator(_settable_figure)]
 
 
 class Strict(BaseModel):
@@ -84,8 +96,40 @@ class Webhook(Strict):
 
 class MetricSet(Strict):
     cell: str
-    figure: Figure
+    figure: SettableFigure
     value: float
+
+
+class GpuEvent(Strict):
+    """Something that happens to one GPU, as dcgm-exporter will show it (fbworld/dcgm.py): the
+    driver reports an XID (the XID gauge holds it until the driver reloads), double-bit ECC errors
+    (the volatile counter steps up), the row remapper remaps a row (pending until a reset) or fails
+    to, or the driver reloads (a GPU reset or reboot: the gauge reads 0 again)."""
+
+    cell: str
+    node: str
+    gpu: int = Field(ge=0)
+    xid: int | None = Field(default=None, gt=0)
+    dbe: int | None = Field(default=None, ge=1)
+    row_remap: Literal["uncorrectable", "correctable", "failed"] | None = None
+    reload: bool = False
+
+    @model_validator(mode="after")
+    def _one(self) -> GpuEvent:
+        given = [k for k in ("xid", "dbe", "row_remap", "reload") if getattr(self, k) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError(f"one event per entry: xid, dbe, row_remap or reload (got {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def what(self) -> str:
+        if self.xid is not None:
+            return f"XID {self.xid}"
+        if self.dbe is not None:
+            return f"{self.dbe} double-bit ECC error(s)"
+        if self.row_remap is not None:
+            return f"row remap {self.row_remap}"
+        return "driver reload"
 
 
 class NodeCondition(Strict):
@@ -177,12 +221,13 @@ class KubeChange(Strict):
 
 
 class Step(Strict):
-    """What happens at ``at`` after the drill starts: in order, the figures move, the clusters
-    change, the narrative line is printed, then the webhook is delivered."""
+    """What happens at ``at`` after the drill starts: in order, the figures move, the GPUs report
+    (``dcgm``), the clusters change, the narrative line is printed, then the webhook is delivered."""
 
     at: str
     say: str | None = None
     metrics: list[MetricSet] = []
+    dcgm: list[GpuEvent] = []
     kube: list[KubeChange] = []
     alert: Webhook | None = None
 
@@ -198,7 +243,7 @@ class Step(Strict):
 
     @model_validator(mode="after")
     def _does_something(self) -> Step:
-        if not (self.say or self.metrics or self.kube or self.alert):
+        if not (self.say or self.metrics or self.dcgm or self.kube or self.alert):
             raise ValueError(f"the step at {self.at} does nothing")
         return self
 

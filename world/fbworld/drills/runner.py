@@ -1,5 +1,6 @@
 """Play a drill's timeline against the demo fleet: at each step's offset (divided by the speed),
-move the simulated Prometheus's figures, change the Kubernetes emulators, print the narrative line
+move the simulated Prometheus's figures, record what happens to GPUs on the fleet's dcgm-exporter
+(fbworld/dcgm.py), change the Kubernetes emulators, print the narrative line
 and deliver the step's alerts to the app's own POST /alertmanager with the bearer token, as
 Alertmanager would. Knows nothing of the app's insides: what the app did with a delivery is told
 back through ``delivered`` (the console's glue reads it from the audit log)."""
@@ -28,7 +29,7 @@ MAX_SPEED = 1000.0
 class DrillEvent:
     at: float  # unix seconds
     offset: float  # drill seconds since the start
-    kind: str  # say | metrics | kube | alert | error
+    kind: str  # say | metrics | dcgm | kube | alert | error
     text: str
 
 
@@ -103,6 +104,18 @@ class Runner:
         if step.metrics:
             moved = ", ".join(f"{m.figure} {m.value:g} in {m.cell}" for m in step.metrics)
             self.events.append(DrillEvent(time.time(), at, "metrics", f"figures: {moved}"))
+        for g in step.dcgm:
+            try:
+                if self.fleet.dcgm is None:
+                    raise ValueError("the fleet has no dcgm-exporter model")
+                now = time.time()
+                self.fleet.dcgm.record(
+                    g.cell, g.node, g.gpu, now, xid=g.xid, dbe=g.dbe, row_remap=g.row_remap, reload=g.reload
+                )
+            except ValueError as exc:  # a node or GPU the fleet doesn't have: say so, go on
+                self._note("error", f"GPU event not recorded: {exc}", at)
+            else:
+                self.events.append(DrillEvent(now, at, "dcgm", f"{g.node} GPU {g.gpu} ({g.cell}): {g.what}"))
         for change in step.kube:
             try:
                 said = kube.apply(self.fleet.clusters, change)

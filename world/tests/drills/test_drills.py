@@ -175,6 +175,9 @@ async def test_xid_storm_quarantines_within_budget_and_the_fourth_is_refused(no_
         assert cell.get("nodes", "gpu-a3-0133")["status"]["conditions"][-1]["type"] == "GpuXidCritical"
 
         await _take_the_incident(c, out, ops="bob")
+        # Triage's fatal-XID row counts the five GPUs whose dcgm-exporter gauge went to 79 (the drill's `dcgm:`).
+        said = await _run(c, out, "/incident triage")
+        assert re.search(r"GPUs, fatal XID 1h\s+5\b", said) and re.search(r"GPUs, app XID 1h\s+0\b", said), said
         await _run(c, out, "as @bob")
         for node in ("gpu-a3-0117", "gpu-a3-0121", "gpu-a3-0124"):
             assert "applied and verified" in await _run(c, out, f"/incident lever node-quarantine {node} reason=xid79")
