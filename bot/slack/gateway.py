@@ -135,12 +135,18 @@ class SlackGateway:
             raise ChatError("response_url", f"http_{resp.status_code}")
 
     async def _call(self, method: str, expected: frozenset[str] = frozenset(), **kwargs: Any) -> dict[str, Any]:
-        """One Web API call. ``expected``: Slack errors the caller handles as an answer (not counted)."""
+        """One Web API call. ``expected``: Slack errors the caller handles as an answer (not counted).
+        Slack unreachable or slow is a ChatError too ("unreachable", "timeout"), as the port promises:
+        a caller that handles a refusal (a security alert's fallback, post_once's release) must not
+        be bypassed by a transport exception. A write that timed out may still have landed; the
+        callers that retry writes check for that (post_once's landed_before)."""
         self.session()
         try:
             resp = await self.client.api_call(method, **kwargs)
         except SlackApiError as exc:
             raise _refused(method, exc, expected) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ChatError(method, _failure_code(exc)) from None
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
     async def create_channel(self, base_name: str, private: bool = False) -> tuple[str, str]:
@@ -262,18 +268,10 @@ class SlackGateway:
         file = resp.get("file") or {}
         return str(file.get("id", ""))
 
-    async def _read(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        """A read whose caller must get an answer or a ChatError, never a transport exception: the
-        eligibility check fails closed on any of them and says which."""
-        try:
-            return await self._call(method, **kwargs)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ChatError(method, _failure_code(exc)) from None
-
     async def user_groups(self) -> list[UserGroup]:
         """usergroups.list (scope usergroups:read) with the disabled groups (date_delete set), so a
         refusal can tell "disabled" from "doesn't exist"; members are read per group, on demand."""
-        data = await self._read("usergroups.list", params={"include_disabled": "true"})
+        data = await self._call("usergroups.list", params={"include_disabled": "true"})
         return [
             UserGroup(id=str(g["id"]), handle=str(g.get("handle") or ""), disabled=bool(g.get("date_delete")))
             for g in data.get("usergroups") or []
@@ -281,7 +279,7 @@ class SlackGateway:
         ]
 
     async def group_members(self, group_id: str) -> list[str]:
-        data = await self._read("usergroups.users.list", params={"usergroup": group_id})
+        data = await self._call("usergroups.users.list", params={"usergroup": group_id})
         return [str(u) for u in data.get("users") or []]
 
     async def open_form(self, trigger: str, form: Form) -> None:
