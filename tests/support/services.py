@@ -111,10 +111,13 @@ def _kill_pid(pid: int, grace: float) -> None:
 class ManagedProcess:
     """A child process with its output in ``log_path``; stop() kills it by PID."""
 
-    def __init__(self, argv: Sequence[str], log_path: Path, cwd: Path | None = None):
+    def __init__(
+        self, argv: Sequence[str], log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+    ):
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self.cwd = cwd
+        self.env = env  # None: the parent's environment
         self.proc: subprocess.Popen | None = None
         self._finalizer: weakref.finalize | None = None
 
@@ -131,6 +134,7 @@ class ManagedProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.cwd,
+                env=self.env,
                 start_new_session=True,
             )
         finally:
