@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from bot.policy.levers import LeverRule
 from levers import gangs
 from levers.base import Access, Ctx, Kind, Lever
-from levers.catalogue.jobset import WORKLOAD
+from levers.catalogue.jobset import WORKLOAD, finished
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import Plan
@@ -62,7 +62,8 @@ class _StopPolicy(Lever):
         return Price(costs=tuple(costs), notes=tuple(notes))
 
     async def _admitted(self, ctx: Ctx, queue: str) -> tuple[int | None, int | None, str]:
-        """(workloads admitted to `queue`, their GPUs, what could not be read) in the policy's namespaces."""
+        """(workloads admitted to `queue` and not finished, their GPUs, what could not be read) in the
+        policy's namespaces."""
         names = ctx.policy.namespaces.get(self.name) or []
         if not names:
             return (
@@ -70,7 +71,7 @@ class _StopPolicy(Lever):
                 None,
                 f"policies/levers.yaml `namespaces` names none for {self.name}: its Workloads are not read",
             )
-        version = await ctx.kube.served_version(WORKLOAD.group, WORKLOAD.versions)
+        version = await ctx.kube.served_version(WORKLOAD.group, WORKLOAD.versions, WORKLOAD.plural)
         if version is None:
             return None, None, "this cluster serves no Kueue Workload API"
         count, gpus = 0, 0
@@ -83,6 +84,9 @@ class _StopPolicy(Lever):
                 return None, None, f"could not list Workloads in {ns}: {e}"
             for wl in listing:
                 if ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") != queue:
+                    continue
+                # Kueue never clears a finished Workload's admission; it holds no quota and runs nothing.
+                if finished(wl) is not None:
                     continue
                 try:
                     gpus += gangs.workload_gpus(wl)
