@@ -7,7 +7,9 @@ writing it races the autoscaler). Paused either way, KEDA deletes the HPA it own
 when the annotation goes.
 
 `replicas=<n>` pins the target at n instead (`autoscaling.keda.sh/paused-replicas`: KEDA scales the
-target to n through /scale); `replicas=current` reads the count from the target's /scale first (which
+target to n through /scale when it reconciles the ScaledObject; it does not watch the target, so a
+count someone else writes later stands, as the real operator shows in tests/realkube/test_keda_real.py);
+`replicas=current` reads the count from the target's /scale first (which
 races the autoscaler). The target's resource (plural) is looked up in the cluster's discovery, as
 KEDA does through its REST mapper, never derived from the kind's spelling.
 """
