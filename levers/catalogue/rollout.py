@@ -4,7 +4,8 @@ Mirrors `kubectl argo rollouts abort`: a merge patch {"status":{"abort":true}}
 on the status subresource. Provenance goes on the main resource first, since
 /status writes can't change metadata. Not undoable here: re-promoting is a deploy.
 
-Verified (argo-rollouts v1.9), for canary and blue-green alike, when the controller has
+Verified (argo-rollouts v1.9; v1.10.1 runs against it in tests/realkube/test_argo_real.py), for canary
+and blue-green alike, when the controller has
 - marked it aborted: status.phase "Degraded", status.message "RolloutAborted: ..."
   (utils/rollout/rolloututil.go CalculateRolloutPhase, from the Progressing condition
   rollout/sync.go calculateRolloutConditions sets with reason RolloutAborted);
@@ -13,9 +14,13 @@ Verified (argo-rollouts v1.9), for canary and blue-green alike, when the control
   rollout's full size;
 - blue-green: the active service back on stable, status.blueGreen.activeSelector == stableRS
   (rollout/service.go reconcileActiveService switches it to StableRS on abort);
-- canary with trafficRouting only: status.canary.weights.stable.weight at the max traffic weight
+- canary with trafficRouting: status.canary.weights.stable.weight at the max traffic weight
   (100 unless trafficRouting.maxTrafficWeight; rollout/trafficrouting.go calculateWeightStatus).
-  A basic canary has no weights in status (reconcileTrafficRouting sets them nil).
+- a basic canary (no trafficRouting, no weights in status: reconcileTrafficRouting sets them nil)
+  splits traffic by pod count, so no pod of the aborted revision left: status.updatedReplicas 0
+  (rollout/sync.go calculateBaseStatus: the new ReplicaSet's status.replicas). Argo scales that
+  ReplicaSet to 0 at once on abort, but the ReplicaSet controller reports its pods gone only later;
+  until then Argo already says Degraded and stable may already be full.
 """
 
 from __future__ import annotations
@@ -207,7 +212,8 @@ class RolloutAbort(Lever):
         unmet: list[str] = []
         seen: list[str] = []
         phase, message = status.get("phase"), str(status.get("message") or "")
-        if phase == DEGRADED and message.startswith(ABORTED + ":"):
+        marked = phase == DEGRADED and message.startswith(ABORTED + ":")
+        if marked:
             seen.append(message)
         else:
             unmet.append(f"Argo has not marked it aborted (phase {phase or 'unset'}: {message or 'no message'})")
@@ -240,6 +246,15 @@ class RolloutAbort(Lever):
                 unmet.append("no traffic weights in status")
             else:
                 unmet.append(f"stable at {share}%, canary {canary}%" if top == 100 else f"stable at {share} of {top}")
+        elif "canary" in strategy and marked:
+            # Only once Argo marked it aborted: it scales the new ReplicaSet to 0 in that same pass, so
+            # before then its pods are still up as a matter of course (the verdict already says why).
+            left = status.get("updatedReplicas") or 0
+            current = status.get("currentPodHash") or "unknown hash"
+            if left:
+                unmet.append(f"{left} pod(s) of the aborted revision ({current}) still up")
+            else:
+                seen.append("no pod of the aborted revision left")
         return unmet, seen
 
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
