@@ -73,6 +73,17 @@ class KedaParams(NoParams):
         return int(text)
 
 
+# KEDA reads `paused` with Go's strconv.ParseBool and takes a value it cannot parse as true
+# (apis/keda/v1alpha1/scaledobject_types.go, getBoolAnnotation, v2.21.0): only these are no pause.
+_GO_FALSE = frozenset({"0", "f", "F", "false", "FALSE", "False"})
+
+
+def reads_paused(key: str, value: str) -> bool:
+    """Whether KEDA reads this pause annotation as a pause (tests/realkube/test_keda_real.py shows
+    `paused: "false"` is not one and an unparsable value is); `paused-replicas` always is."""
+    return key != PAUSED or value not in _GO_FALSE
+
+
 class KedaPause(Lever):
     name = "keda-pause"
     default_rule = LeverRule(roles=["ops"])
@@ -91,7 +102,7 @@ class KedaPause(Lever):
             raise LeverRefusal(f"ScaledObject {ctx.target} has no spec.scaleTargetRef.name; nothing to freeze.")
         kind = ref.get("kind") or DEFAULT_KIND
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        held = [k for k in (PAUSED_REPLICAS, PAUSED) if k in annotations]
+        held = [k for k in (PAUSED_REPLICAS, PAUSED) if k in annotations and reads_paused(k, annotations[k])]
         if held:
             # KEDA reads these already (paused-replicas wins): another pause changes nothing or moves the
             # count, and its undo would take away a pause someone else set.

@@ -386,16 +386,15 @@ async def test_keda_pause_lever_against_the_real_operator(app, deployed, keda):
     await k.hpa_made()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason='issue 34: keda-pause refuses autoscaling.keda.sh/paused: "false" as already paused; the real '
-    "operator reads it as not paused (test_paused_false_is_not_paused_and_an_unparsable_value_is)",
-)
 async def test_keda_pause_lever_pauses_a_scaled_object_marked_paused_false(app, deployed, keda):
     k: Keda = await asyncio.to_thread(keda, "keda-false", 3, 2, {PAUSED: "false"}, LEVER_NS)
     await k.hpa_made()
     inc = await app.declare(cells=("us-east-3",), roles={"ops": OPS})
-    await pull(app, f"lever keda-pause {LEVER_NS}/keda-false --cell us-east-3", inc.channel_id)
+    req = await pull(app, f"lever keda-pause {LEVER_NS}/keda-false --cell us-east-3", inc.channel_id)
     await k.paused("True", "ScaledObjectPaused")
     await k.hpa_gone()
+    # Undo puts back what was there: the owner's "false", which KEDA reads as not paused.
+    await undo(app, req, inc.channel_id)
+    so = await k.paused("False", "ScaledObjectUnpaused")
+    assert so["metadata"]["annotations"][PAUSED] == "false"
+    await k.hpa_made()
