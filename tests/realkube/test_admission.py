@@ -85,11 +85,15 @@ def _fresh(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def cluster(kube_apiserver: KubeAPIServer) -> Iterator[Cluster]:
+def cluster(kube_apiserver: KubeAPIServer, no_controllers: None) -> Iterator[Cluster]:
     """deploy/cell applied as a platform team would (`kubectl apply -k`) to the session's server, whose
     lever namespaces exist first. It stays applied: the session's other bot tests get the same RBAC
     and policies a cell has (`kubectl delete -k` would delete the namespace firebreak and the bot's
-    ServiceAccount with it). The objects this module seeds are deleted at the end."""
+    ServiceAccount with it). The objects this module seeds are deleted at the end.
+
+    No controller runs meanwhile (`no_controllers`): what is under test is the API server's admission
+    of each write, on objects exactly as seeded (the queued JobSet's Workload written as Kueue would),
+    every refused write checked by an unchanged resourceVersion."""
     for ns in sorted(_namespaces() | {"other-tenant"}):
         kube_apiserver.namespace(ns)
     kube_apiserver.apply_k(DEPLOY / "cell")

@@ -7,8 +7,8 @@ kubelet, so where a step needs a ReplicaSet's pods available the test writes the
 as those two would (`follow_replica_sets`, `report_available`), and says so. Everything else on the
 Rollout, its ReplicaSets and Services is Argo's own doing, read back as admin.
 
-The Rollouts carry the session controller's instance label (`labelled`): it acts on them and on no
-other Rollout in this server (the stand-ins of test_levers_live.py keep theirs).
+The controller is the session's one (tests/realkube/conftest.py), acting on every Rollout in the
+server: each test uses Rollouts of its own names.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from levers.store import lever_store
 from tests.support.argo_controller import (
     HASH_LABEL,
     ArgoController,
-    argo_controller,  # noqa: F401 (fixture)
     follow_replica_sets,
-    labelled,
     replica_sets,
     report_available,
 )
@@ -49,22 +47,20 @@ IMAGE = "registry.example/vllm:{}"
 def canary(name: str, ns: str, image: str, replicas: int = 5) -> dict[str, Any]:
     """A basic canary (no traffic routing): 20% of the pods on the new revision, then paused."""
     labels = {"app": name}
-    return labelled(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "Rollout",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {"containers": [{"name": "server", "image": IMAGE.format(image)}]},
-                },
-                "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}},
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": IMAGE.format(image)}]},
             },
-        }
-    )
+            "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}},
+        },
+    }
 
 
 def blue_green(name: str, ns: str, image: str, replicas: int = 3) -> list[dict[str, Any]]:
@@ -79,30 +75,28 @@ def blue_green(name: str, ns: str, image: str, replicas: int = 3) -> list[dict[s
             "spec": {"selector": dict(labels), "ports": [{"port": 80, "targetPort": 8000}]},
         }
 
-    ro = labelled(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "Rollout",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {"containers": [{"name": "server", "image": IMAGE.format(image)}]},
-                },
-                "strategy": {
-                    "blueGreen": {
-                        "activeService": f"{name}-active",
-                        "previewService": f"{name}-preview",
-                        "autoPromotionEnabled": False,
-                        # The preview's pods go 2 s after an abort, not upstream's default 30 s.
-                        "abortScaleDownDelaySeconds": 2,
-                    }
-                },
+    ro = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": IMAGE.format(image)}]},
             },
-        }
-    )
+            "strategy": {
+                "blueGreen": {
+                    "activeService": f"{name}-active",
+                    "previewService": f"{name}-preview",
+                    "autoPromotionEnabled": False,
+                    # The preview's pods go 2 s after an abort, not upstream's default 30 s.
+                    "abortScaleDownDelaySeconds": 2,
+                }
+            },
+        },
+    }
     return [service("active"), service("preview"), ro]
 
 
@@ -211,7 +205,7 @@ async def paused_canary(s: KubeAPIServer, ctl: ArgoController, name: str, ns: st
 
 async def test_abort_mid_canary_scales_back_to_stable(
     argo_ns: KubeAPIServer,
-    argo_controller: ArgoController,  # noqa: F811 (the fixture)
+    argo_controller: ArgoController,
 ):
     s, ctl, name = argo_ns, argo_controller, "abort-canary"
     objs = [canary(name, NS, "v1")]
@@ -263,7 +257,7 @@ async def test_abort_mid_canary_scales_back_to_stable(
 
 async def test_abort_mid_blue_green_keeps_the_active_service_on_stable(
     argo_ns: KubeAPIServer,
-    argo_controller: ArgoController,  # noqa: F811 (the fixture)
+    argo_controller: ArgoController,
 ):
     s, ctl, name = argo_ns, argo_controller, "abort-bg"
     objs = blue_green(name, NS, "v1")
@@ -310,7 +304,7 @@ async def test_abort_mid_blue_green_keeps_the_active_service_on_stable(
 
 async def test_argo_clears_an_abort_on_a_fully_promoted_rollout(
     argo_ns: KubeAPIServer,
-    argo_controller: ArgoController,  # noqa: F811 (the fixture)
+    argo_controller: ArgoController,
 ):
     """rollout/controller.go newRolloutContext: `if IsFullyPromoted(rollout) && IsAborted() { RemoveAbort() }`,
     IsFullyPromoted being status.stableRS == status.currentPodHash as stored. So an abort with no update in
@@ -339,7 +333,7 @@ async def test_argo_clears_an_abort_on_a_fully_promoted_rollout(
 
 async def test_argo_clears_an_abort_once_the_template_is_back_on_stable(
     argo_ns: KubeAPIServer,
-    argo_controller: ArgoController,  # noqa: F811 (the fixture)
+    argo_controller: ArgoController,
 ):
     """After a real abort, the deploy pipeline rolls the template back to revision 1: the template change
     resets the status (rollout/sync.go resetRolloutStatus: RemoveAbort, as any new revision does), Argo
@@ -415,7 +409,7 @@ async def pull(app, name: str) -> tuple[str, Any]:
 async def test_rollout_abort_lever_is_verified_by_the_real_controllers_status(
     app,
     deployed: KubeAPIServer,
-    argo_controller: ArgoController,  # noqa: F811 (the fixture)
+    argo_controller: ArgoController,
 ):
     """Plan, pull and verify by Argo's own status, as the bot's ServiceAccount through deploy/'s RBAC: the
     verify waits on Argo scaling stable back and the canary down, and on the pods following."""
@@ -451,7 +445,7 @@ async def test_rollout_abort_lever_is_verified_by_the_real_controllers_status(
 async def test_rollout_abort_is_not_verified_while_a_canary_pod_is_up(
     app,
     deployed: KubeAPIServer,
-    argo_controller: ArgoController,  # noqa: F811 (the fixture)
+    argo_controller: ArgoController,
 ):
     """A basic canary splits traffic by pod count. Argo marks the abort Degraded and scales the canary's
     ReplicaSet to 0 in one pass, before any pod goes; here its pod never goes (nothing reports it), while

@@ -11,20 +11,18 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from fbworld.kube import samples
 from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
-from tests.support.jobset_controller import JobSetController, jobset_controller  # noqa: F401 (fixture)
+from tests.support.jobset_controller import NAME_LABEL, JobSetController, complete_job, jobs_of
 from tests.support.kube_apiserver import KubeAPIServer
 from tests.support.levers import OPS, replace_hook, say
 
 NS = "realkube-jobset"
 JS = "jobset.jobset.x-k8s.io"
-NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
 async def until(read: Callable[[], Any], ok: Callable[[Any], Any], seconds: float = 20.0) -> Any:
@@ -37,11 +35,6 @@ async def until(read: Callable[[], Any], ok: Callable[[Any], Any], seconds: floa
         if loop.time() > deadline:
             raise AssertionError(json.dumps(got, indent=1, default=str)[-3000:])
         await asyncio.sleep(0.1)
-
-
-def jobs_of(s: KubeAPIServer, ns: str, name: str) -> list[dict]:
-    out = s.kubectl("get", "jobs.batch", "-n", ns, "-l", f"{NAME_LABEL}={name}", "-o", "json", "--show-managed-fields")
-    return sorted(json.loads(out)["items"], key=lambda j: j["metadata"]["name"])
 
 
 def cond(obj: dict, ctype: str) -> dict:
@@ -66,7 +59,7 @@ def suspended(jobs: list[dict]) -> list[bool]:
 
 async def test_a_jobset_makes_its_jobs_and_suspend_and_resume_reach_them(
     kube_apiserver: KubeAPIServer,
-    jobset_controller: JobSetController,  # noqa: F811
+    jobset_controller: JobSetController,
 ):
     s = kube_apiserver
     await asyncio.to_thread(s.namespace, NS)
@@ -154,7 +147,7 @@ async def pull(app, command: str, channel: str) -> tuple[str, Any]:
 async def test_jobset_suspend_pulls_verifies_and_undoes_against_the_real_controller(
     app,
     deployed: KubeAPIServer,
-    jobset_controller: JobSetController,  # noqa: F811
+    jobset_controller: JobSetController,
 ):
     s = deployed
     ns, name = "train-llm", "real-js-lever"  # a namespace the policy grants jobset-suspend in
@@ -187,7 +180,7 @@ async def test_jobset_suspend_pulls_verifies_and_undoes_against_the_real_control
 async def test_jobset_suspend_is_not_verified_when_no_controller_acts_on_it(
     app,
     deployed: KubeAPIServer,
-    jobset_controller: JobSetController,  # noqa: F811
+    jobset_controller: JobSetController,
 ):
     """spec.managedBy names another controller (as MultiKueue does): the JobSet controller skips it, so
     spec.suspend=true stops nothing here. Reading back the lever's own write would call it verified."""
@@ -207,32 +200,10 @@ async def test_jobset_suspend_is_not_verified_when_no_controller_acts_on_it(
         await asyncio.to_thread(s.delete, JS, name, namespace=ns)
 
 
-def complete(s: KubeAPIServer, ns: str, job: dict) -> None:
-    """What the Job controller writes when an Indexed Job's pods all succeeded (none runs here)."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    n = job["spec"]["completions"]
-    reached = {"reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"}
-    conditions = [
-        {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": now, **reached}
-        for t in ("SuccessCriteriaMet", "Complete")
-    ]
-    status = {
-        "startTime": now,
-        "completionTime": now,
-        "succeeded": n,
-        "completedIndexes": "0" if n == 1 else f"0-{n - 1}",
-        "conditions": conditions,
-    }
-    s.kubectl(
-        "patch", "job", job["metadata"]["name"], "-n", ns, "--subresource", "status", "--type", "merge",
-        "-p", json.dumps({"status": status}),
-    )  # fmt: skip
-
-
 async def test_jobset_suspend_refuses_a_finished_jobset(
     app,
     deployed: KubeAPIServer,
-    jobset_controller: JobSetController,  # noqa: F811
+    jobset_controller: JobSetController,
 ):
     """JobSet deletes a finished JobSet's remaining Jobs and ignores its spec.suspend (jobSetFinished
     returns before the suspend handling): no Suspended condition ever comes, so nothing to stop."""
@@ -244,7 +215,7 @@ async def test_jobset_suspend_refuses_a_finished_jobset(
     await asyncio.to_thread(s.apply, js)
     try:
         (job,) = await until(lambda: jobs_of(s, ns, name), lambda js: len(js) == 1)
-        await asyncio.to_thread(complete, s, ns, job)
+        await asyncio.to_thread(complete_job, s, ns, job)
         done = await until(lambda: s.get(JS, name, ns), lambda o: o.get("status", {}).get("terminalState"))
         assert done["status"]["terminalState"] == "Completed" and cond(done, "Completed")["status"] == "True"
         rv = done["metadata"]["resourceVersion"]

@@ -8,7 +8,7 @@ No kube-controller-manager runs: nothing acts on the HPAs. What is asserted is w
 its HPA (controllers/keda/hpa.go newHPAForScaledObject), the target's /scale (its scale loop,
 pkg/scaling/executor/scale_scaledobjects.go RequestScale, and scaleTargetToPausedCount), and the
 ScaledObject's status (controllers/keda/scaledobject_controller.go reconcileScaledObject, handlePause).
-The operator acts only on ScaledObjects labelled firebreak.test/keda=real (its WATCH_LABEL_SELECTOR).
+The operator is the session's one (tests/realkube/conftest.py), acting on every ScaledObject.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from levers import hooks
 from levers.executor import execute_approved
 from levers.requests import LeverState
 from levers.store import lever_store
-from tests.support.keda_controller import TEST_LABEL, KedaOperator, keda_controller  # noqa: F401 (fixture)
+from tests.support.keda_controller import KedaOperator
 from tests.support.kube_apiserver import KubeAPIServer
 from tests.support.levers import OPS, replace_hook, say
 
@@ -54,7 +54,7 @@ def cron_inactive() -> dict[str, Any]:
 
 
 def scaled_object(ns: str, name: str, min_replicas: int, annotations: dict[str, str] | None = None) -> dict:
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": {TEST_LABEL: "real"}}
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": {"app": name}}
     if annotations:
         meta["annotations"] = annotations
     return {
@@ -146,7 +146,7 @@ class Keda:
 
 
 @pytest.fixture
-def keda(kube_apiserver: KubeAPIServer, keda_controller: KedaOperator) -> Iterator[Callable[..., Keda]]:  # noqa: F811
+def keda(kube_apiserver: KubeAPIServer, keda_controller: KedaOperator) -> Iterator[Callable[..., Keda]]:
     """make(name, replicas, min_replicas, annotations, ns): a Deployment and its ScaledObject; both
     deleted at the end, the ScaledObject through KEDA's finalizer, its HPA by hand (no garbage collector)."""
     s = kube_apiserver
@@ -198,7 +198,8 @@ async def test_keda_makes_its_hpa_and_keeps_the_target_at_min(keda):
         True,
     )
     labels = hpa["metadata"]["labels"]
-    assert labels["app.kubernetes.io/managed-by"] == "keda-operator" and labels[TEST_LABEL] == "real", labels
+    # KEDA's own labels, and the ScaledObject's copied.
+    assert labels["app.kubernetes.io/managed-by"] == "keda-operator" and labels["app"] == "web", labels
     assert labels["app.kubernetes.io/version"] == k.op.version, labels  # the build's ldflags, as upstream's Makefile
 
     st = so["status"]

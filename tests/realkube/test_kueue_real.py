@@ -4,11 +4,14 @@ kube-apiserver: what Kueue itself does with a queued JobSet, a stopped ClusterQu
 Workload and a finished one, and then kueue-hold, kueue-hold-drain and jobset-suspend pulled, verified
 and undone through the real app against it.
 
-No kube-controller-manager or JobSet controller runs here, so no Job, Pod or garbage collection: the
+The real JobSet controller runs beside it (Kueue's JobSet integration works with it in a cluster):
+an admitted JobSet gets its Jobs, a suspended one has them suspended. No kube-controller-manager runs,
+so no Pod, Job controller or garbage collection: where a JobSet must finish, the test writes its Jobs'
+status as the Job controller would, and the JobSet controller and Kueue take it from there. The
 assertions are on what Kueue writes (Workloads, their conditions and admission, the JobSet's
-spec.suspend, the ClusterQueue's status). Where a JobSet must finish, the test writes its status as the
-JobSet controller would. Each test cleans up after itself: without a garbage collector a Workload
-outlives its JobSet, and the lever namespace (train-llm) is shared with tests/realkube/test_levers_live.py.
+spec.suspend, the ClusterQueue's status). Each test cleans up after itself: without a garbage
+collector a Workload outlives its JobSet, and the lever namespace (train-llm) is shared with
+tests/realkube/test_levers_live.py.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +33,9 @@ from levers.kube import FIELD_MANAGER
 from levers.price import Price
 from levers.requests import LeverState
 from levers.store import lever_store
+from tests.support.jobset_controller import JobSetController, complete_job, delete_children, jobs_of
 from tests.support.kube_apiserver import KubeAPIServer
-from tests.support.kueue_controller import KueueController, start
+from tests.support.kueue_controller import KueueController
 from tests.support.levers import OPS, PROVENANCE, replace_hook, say
 
 NS = "realkube-kueue"  # Kueue's own behaviour
@@ -119,16 +124,16 @@ class Kueued:
         self.patch(CQ, cq, None, {"spec": {"stopPolicy": policy}})
 
     def finish(self, ns: str, name: str) -> None:
-        """The JobSet controller's record of a JobSet whose jobs all succeeded (status.conditions
-        Completed=True, reason AllJobsCompleted): what Kueue's jobset integration reads as finished."""
-        done = {
-            "type": "Completed",
-            "status": "True",
-            "reason": "AllJobsCompleted",
-            "message": "jobset completed successfully",
-            "lastTransitionTime": "2026-11-30T03:00:00Z",
-        }
-        self.patch("jobset.jobset.x-k8s.io", name, ns, {"status": {"conditions": [done]}}, status=True)
+        """The JobSet's Jobs all succeed, as the Job controller records it (their pods are not run): the
+        JobSet controller then marks the JobSet Completed, which Kueue's jobset integration reads as
+        finished. Blocking: waits for the JobSet controller to have made its Jobs first."""
+        deadline = time.monotonic() + PATIENCE
+        want = sum(r.get("replicas", 1) for r in self.jobset(ns, name)["spec"]["replicatedJobs"])
+        while len(jobs := jobs_of(self.s, ns, name)) < want:
+            assert time.monotonic() < deadline, f"the JobSet controller made {len(jobs)} of {want} Jobs for {name}"
+            time.sleep(0.2)
+        for job in jobs:
+            complete_job(self.s, ns, job)
 
 
 async def until(read: Callable[[], dict], ok: Callable[[dict], Any], what: str, seconds: float = PATIENCE) -> dict:
@@ -184,27 +189,19 @@ class Queues:
                 uids.append(json.loads(got.stdout)["metadata"]["uid"])
         if self.jobsets:
             s.delete("jobset.jobset.x-k8s.io", *self.jobsets, namespace=self.ns)
+            delete_children(s, self.ns, *self.jobsets)
         for uid in uids:
             s.kubectl("delete", WL, "-n", self.ns, "-l", f"{JOB_UID}={uid}", "--ignore-not-found", "--timeout=60s")
         s.delete("localqueue.kueue.x-k8s.io", self.lq, namespace=self.ns)
         s.delete(CQ, self.cq)
 
 
-@pytest.fixture(scope="module")
-def kueue_controller(
-    kube_apiserver: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KueueController]:
-    """Real Kueue for this module only, not tests.support.kueue_controller's session fixture: the other
-    modules of the session still run Kueue's stand-in (fbworld.realkube.KueueJobSets), and two Kueues
-    would fight over the same JobSets and Workloads."""
-    kueue = start(kube_apiserver, tmp_path_factory.mktemp("kueue"))
-    yield kueue
-    kueue.stop()
-
-
 @pytest.fixture
 async def queues(
-    request: pytest.FixtureRequest, kueue_controller: KueueController, kube_apiserver: KubeAPIServer
+    request: pytest.FixtureRequest,
+    kueue_controller: KueueController,
+    jobset_controller: JobSetController,
+    kube_apiserver: KubeAPIServer,
 ) -> AsyncIterator[Queues]:
     """A ClusterQueue (32 GPUs) and a LocalQueue in NS named after the test; Kueue must still be running
     at the end (a crash fails the test with its log)."""
@@ -215,7 +212,7 @@ async def queues(
     q = Queues(Kueued(s), NS, name, name, [])
     yield q
     await asyncio.to_thread(q.cleanup)
-    assert kueue_controller.running(), f"Kueue exited:\n{kueue_controller.log_tail()}"
+    assert kueue_controller.alive(), f"Kueue exited:\n{kueue_controller.log_tail()}"
 
 
 # ---------------------------------------------------------------------------------------------- Kueue itself
@@ -371,7 +368,9 @@ def desired(obj: dict) -> dict:
 
 
 @pytest.fixture
-async def lever_queues(kueue_controller: KueueController, deployed: KubeAPIServer) -> AsyncIterator[Queues]:
+async def lever_queues(
+    kueue_controller: KueueController, jobset_controller: JobSetController, deployed: KubeAPIServer
+) -> AsyncIterator[Queues]:
     """In train-llm (the levers' namespace): a ClusterQueue of 32 GPUs, a LocalQueue, a running JobSet
     (16 GPUs, admitted) and a finished one (its Workload Finished, its admission kept)."""
     s = deployed
@@ -392,7 +391,7 @@ async def lever_queues(kueue_controller: KueueController, deployed: KubeAPIServe
         yield q
     finally:
         await asyncio.to_thread(q.cleanup)
-    assert kueue_controller.running(), f"Kueue exited:\n{kueue_controller.log_tail()}"
+    assert kueue_controller.alive(), f"Kueue exited:\n{kueue_controller.log_tail()}"
 
 
 async def test_kueue_levers_pull_verify_and_undo_against_real_kueue(app, lever_queues: Queues):

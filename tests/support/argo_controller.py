@@ -19,13 +19,11 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.support.controllers import BuiltController, built
 from tests.support.kube_apiserver import KubeAPIServer
@@ -37,13 +35,6 @@ CRDS = Path("manifests") / "crds"  # inside the built controller's data/
 # controller.Manager logs this once its informer caches have synced and the workers run
 # (controller/controller.go startLeading); /healthz answers 200 from the first second, before that.
 STARTED = "Started controller"
-# What Argo's controller calls an instance: it reconciles only objects labelled with its --instance-id
-# (an empty one: only objects without the label; utils/controller InstanceIDRequirement, the key
-# v1alpha1.LabelKeyControllerInstanceID).
-INSTANCE_LABEL = "argo-rollouts.argoproj.io/controller-instance-id"
-# The session fixture's instance: the Rollouts the tests label with it, and no others, so the
-# stand-ins (or another controller) acting on unlabelled Rollouts in the same server never meet it.
-TEST_INSTANCE = "firebreak-tests"
 HASH_LABEL = "rollouts-pod-template-hash"
 
 
@@ -55,7 +46,6 @@ class ArgoController:
     process: ManagedProcess
     metrics_port: int
     healthz_port: int
-    instance_id: str
     ready_seconds: float = 0.0
 
     @property
@@ -99,7 +89,7 @@ def apply_crds(server: KubeAPIServer, controller: BuiltController) -> list[str]:
         time.sleep(0.2)
 
 
-def start(server: KubeAPIServer, directory: Path, instance_id: str = "", timeout: float = 120.0) -> ArgoController:
+def start(server: KubeAPIServer, directory: Path, timeout: float = 120.0) -> ArgoController:
     """Apply the CRDs and run the controller until it has synced its caches. Blocking.
 
     Flags (rollouts-controller, cmd/rollouts-controller/main.go):
@@ -108,8 +98,6 @@ def start(server: KubeAPIServer, directory: Path, instance_id: str = "", timeout
       --leader-elect=false  one instance, no Lease to win first (upstream's default is true)
       --metricsPort, --healthzPort  free ports: upstream binds 0.0.0.0:8090 and :8080 by default,
                             which other tests' servers (or a second controller) may hold
-      --instance-id         only Rollouts labelled argo-rollouts.argoproj.io/controller-instance-id=<id>
-                            ("": only those without the label, upstream's default)
       --loglevel info, --logformat text  what log_tail() shows on a failure
     POD_NAMESPACE names the namespace it reads its notification ConfigMap from (defaults.Namespace):
     set, so nothing of the environment (a service-account file) decides it."""
@@ -126,13 +114,11 @@ def start(server: KubeAPIServer, directory: Path, instance_id: str = "", timeout
         "--loglevel", "info",
         "--logformat", "text",
     ]  # fmt: skip
-    if instance_id:
-        argv += ["--instance-id", instance_id]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(directory), "POD_NAMESPACE": "argo-rollouts"}
     process = ManagedProcess(argv, directory / "rollouts-controller.log", cwd=directory, env=env)
     t0 = time.monotonic()
     process.start()
-    running = ArgoController(controller, process, metrics_port, healthz_port, instance_id)
+    running = ArgoController(controller, process, metrics_port, healthz_port)
     try:
         _wait_started(running, timeout)
     except BaseException:
@@ -164,23 +150,6 @@ def _wait_started(ctl: ArgoController, timeout: float) -> None:
                 f"{ctl.log_tail()}"
             )
         time.sleep(0.2)
-
-
-@pytest.fixture(scope="session")
-def argo_controller(
-    kube_apiserver: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ArgoController]:
-    """The real controller for the session, instance TEST_INSTANCE: it acts only on Rollouts labelled
-    with it (`labelled()`), so other tests' Rollouts and stand-ins in this server are not its."""
-    ctl = start(kube_apiserver, tmp_path_factory.mktemp("argo-rollouts"), instance_id=TEST_INSTANCE)
-    yield ctl
-    ctl.stop()
-
-
-def labelled(obj: dict[str, Any], instance_id: str = TEST_INSTANCE) -> dict[str, Any]:
-    """``obj`` with the instance label the session's controller selects on."""
-    obj.setdefault("metadata", {}).setdefault("labels", {})[INSTANCE_LABEL] = instance_id
-    return obj
 
 
 # ---------------------------------------------------------------------- what a ReplicaSet controller does

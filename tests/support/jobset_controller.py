@@ -26,12 +26,11 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from fbworld.tls import make_tls
@@ -146,9 +145,13 @@ class JobSetController:
         self.ready_seconds = time.monotonic() - t0
         return self
 
+    def alive(self) -> bool:
+        p = self._proc
+        return p is not None and p.proc is not None and p.proc.poll() is None
+
     def _alive(self) -> None:
         p = self._proc
-        if p is None or p.proc is None or p.proc.poll() is not None:
+        if not self.alive():
             code = p.proc.returncode if p is not None and p.proc is not None else None
             raise RuntimeError(f"jobset-controller exited ({code}):\n{self.log_tail()}")
 
@@ -208,11 +211,48 @@ def start(server: KubeAPIServer, directory: Path) -> JobSetController:
     return JobSetController(server, Path(directory)).start()
 
 
-@pytest.fixture(scope="session")
-def jobset_controller(
-    kube_apiserver: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[JobSetController]:
-    """One real JobSet controller per session, beside the session's kube-apiserver."""
-    controller = start(kube_apiserver, tmp_path_factory.mktemp("jobset-controller"))
-    yield controller
-    controller.stop()
+# ---------------------------------------------------------------------- what a Job controller does
+
+NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # on every Job a JobSet makes
+
+
+def jobs_of(server: KubeAPIServer, ns: str, name: str) -> list[dict[str, Any]]:
+    """The child Jobs of JobSet `name`, by name, managedFields included (blocking)."""
+    out = server.kubectl(
+        "get", "jobs.batch", "-n", ns, "-l", f"{NAME_LABEL}={name}", "-o", "json", "--show-managed-fields"
+    )
+    return sorted(json.loads(out)["items"], key=lambda j: j["metadata"]["name"])
+
+
+def complete_job(server: KubeAPIServer, ns: str, job: dict[str, Any]) -> None:
+    """What the Job controller writes when an Indexed Job's pods all succeeded (none runs here)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    n = job["spec"]["completions"]
+    reached = {"reason": "CompletionsReached", "message": "Reached expected number of succeeded pods"}
+    conditions = [
+        {"type": t, "status": "True", "lastTransitionTime": now, "lastProbeTime": now, **reached}
+        for t in ("SuccessCriteriaMet", "Complete")
+    ]
+    status = {
+        "startTime": now,
+        "completionTime": now,
+        "succeeded": n,
+        "completedIndexes": "0" if n == 1 else f"0-{n - 1}",
+        "conditions": conditions,
+    }
+    server.kubectl(
+        "patch", "job", job["metadata"]["name"], "-n", ns, "--subresource", "status", "--type", "merge",
+        "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+
+
+def delete_children(server: KubeAPIServer, ns: str, *names: str) -> None:
+    """What the garbage collector would delete after JobSets `names` (none runs here): their Jobs and
+    the headless Service named after each (spec.network's default subdomain)."""
+    if not names:
+        return
+    server.kubectl(
+        "delete", "jobs.batch", "-n", ns, "-l", f"{NAME_LABEL} in ({','.join(names)})", "--ignore-not-found",
+        "--wait=false",
+    )  # fmt: skip
+    server.delete("service", *names, namespace=ns)

@@ -27,26 +27,20 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import yaml
 
 from fbworld.tls import make_tls
 from tests.support.controllers import BuiltController, built
-from tests.support.kube_apiserver import KubeAPIServer, kube_apiserver  # noqa: F401 (fixture)
+from tests.support.kube_apiserver import KubeAPIServer
 from tests.support.ports import free_port
 from tests.support.services import ManagedProcess
 
 NAME = "keda"
 CRDS = "config/crd/bases"
 NAMESPACE = "keda"  # KEDA_CLUSTER_OBJECT_NAMESPACE / POD_NAMESPACE: a KEDA install's own namespace
-# The session fixture's operator acts only on ScaledObjects (and their HPAs) carrying this label
-# (KEDA's WATCH_LABEL_SELECTOR), so it never races the stand-in KEDA of the tests that still run it.
-TEST_LABEL = "firebreak.test/keda"
-TEST_SELECTOR = f"{TEST_LABEL}=real"
 
 
 @dataclass
@@ -120,12 +114,10 @@ def _listening(port: int) -> bool:
         return False
 
 
-def start(
-    server: KubeAPIServer, directory: Path, watch_label_selector: str = "", timeout: float = 90.0
-) -> KedaOperator:
+def start(server: KubeAPIServer, directory: Path, timeout: float = 90.0) -> KedaOperator:
     """KEDA's CRDs applied and keda-operator running against `server`, ready: its /readyz answers 200 and
-    its gRPC metrics service listens (so it loaded the certificates). `watch_label_selector` is KEDA's
-    WATCH_LABEL_SELECTOR ("": every ScaledObject). Blocking; fails the test when KEDA is not built."""
+    its gRPC metrics service listens (so it loaded the certificates). It acts on every ScaledObject (no
+    WATCH_LABEL_SELECTOR). Blocking; fails the test when KEDA is not built."""
     controller = built(NAME)
     t0 = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
@@ -149,8 +141,6 @@ def start(
         "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE,
         "POD_NAMESPACE": NAMESPACE,
     }
-    if watch_label_selector:
-        env["WATCH_LABEL_SELECTOR"] = watch_label_selector
     process = ManagedProcess(
         [
             str(controller.binary),
@@ -197,16 +187,3 @@ def _wait_ready(op: KedaOperator, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"keda-operator not ready after {timeout}s ({last}):\n{op.log_tail()}")
         time.sleep(0.1)
-
-
-@pytest.fixture(scope="session")
-def keda_controller(
-    kube_apiserver: KubeAPIServer,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[KedaOperator]:
-    """The real KEDA operator for the session, on ScaledObjects labelled TEST_LABEL=real only."""
-    op = start(kube_apiserver, tmp_path_factory.mktemp("keda-operator"), watch_label_selector=TEST_SELECTOR)
-    yield op
-    alive = op.alive()
-    op.stop()
-    assert alive, f"keda-operator died during the session:\n{op.log_tail()}"

@@ -32,12 +32,10 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from fbworld.tls import make_tls
@@ -110,7 +108,7 @@ class KueueController:
     def webhook_url(self) -> str:
         return f"https://127.0.0.1:{self.webhook_port}"
 
-    def running(self) -> bool:
+    def alive(self) -> bool:
         return self._proc is not None and self._proc.proc is not None and self._proc.proc.poll() is None
 
     def log_tail(self, n: int = 4000) -> str:
@@ -286,13 +284,3 @@ def _in_mount_namespace(overlay: Path) -> list[str]:
 def start(server: KubeAPIServer, directory: Path) -> KueueController:
     """Kueue running against `server`, ready and its webhooks called. Blocking."""
     return KueueController(server, Path(directory)).start()
-
-
-@pytest.fixture(scope="session")
-def kueue_controller(
-    kube_apiserver: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KueueController]:
-    """One real Kueue per session on the session's server; stopped (its webhooks removed) at the end."""
-    kueue = start(kube_apiserver, tmp_path_factory.mktemp("kueue"))
-    yield kueue
-    kueue.stop()

@@ -231,7 +231,7 @@ class Controller(abc.ABC):
 def workload_step(wl: dict[str, Any], js: dict[str, Any], cluster_queue: str) -> bool | None:
     """One pass of Kueue's jobframework reconciler over a JobSet's Workload, in place on `wl`:
     admit an active one, evict and release a deactivated one. Returns the JobSet's wanted
-    spec.suspend, or None to leave it (the emulator and fbworld.realkube both run this)."""
+    spec.suspend, or None to leave it."""
     gen = wl["metadata"].get("generation")
     conds = wl.setdefault("status", {}).setdefault("conditions", [])
     suspended = bool((js.get("spec") or {}).get("suspend"))
@@ -321,9 +321,8 @@ class KueueController(Controller):
 
 
 def abort_status(ro: dict[str, Any], sets: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The Rollout's status once Argo has handled status.abort (ArgoController below; fbworld.realkube
-    on a real server): Progressing=False RolloutAborted, phase Degraded, counts from the ReplicaSets,
-    weights back to stable."""
+    """The Rollout's status once Argo has handled status.abort (ArgoController below): Progressing=False
+    RolloutAborted, phase Degraded, counts from the ReplicaSets, weights back to stable."""
     spec, status = ro.get("spec") or {}, copy.deepcopy(ro.get("status") or {})
     strategy = spec.get("strategy") or {}
     stable, current = status.get("stableRS"), status.get("currentPodHash")

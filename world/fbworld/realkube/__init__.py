@@ -1,7 +1,9 @@
-"""Stand-ins for the controllers a bare kube-apiserver lacks (Kueue, Argo Rollouts, KEDA), talking to
-a real API server over its REST API. The emulator's controllers (fbworld.kube.controllers) model the
-same upstream code against the emulator's store; these reuse their pure parts."""
+"""What a stand-in controller needs to run against a real kube-apiserver (RealKube, Reconciler,
+run_controllers), and the one stand-in the tests still run there: NodeHealthCheck (nhc.py), whose
+upstream module the Go module proxy does not serve. Argo Rollouts, KEDA, Kueue and JobSet run for real
+(tests/support/*_controller.py)."""
 
-from .controllers import ArgoAbort, KedaPause, KueueJobSets, RealKube, run_controllers
+from .controllers import Conflict, RealKube, Reconciler, run_controllers
+from .nhc import NodeHealthChecks
 
-__all__ = ["ArgoAbort", "KedaPause", "KueueJobSets", "RealKube", "run_controllers"]
+__all__ = ["Conflict", "NodeHealthChecks", "RealKube", "Reconciler", "run_controllers"]
