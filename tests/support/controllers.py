@@ -25,9 +25,7 @@ BUILD = ".ci/build-controllers.sh"
 
 
 def controllers_root() -> Path:
-    return Path(
-        os.environ.get("FIREBREAK_CONTROLLERS_DIR") or Path.home() / ".cache" / "firebreak" / "controllers"
-    )
+    return Path(os.environ.get("FIREBREAK_CONTROLLERS_DIR") or Path.home() / ".cache" / "firebreak" / "controllers")
 
 
 def _env(name: str) -> dict[str, str]:

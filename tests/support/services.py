@@ -111,9 +111,7 @@ def _kill_pid(pid: int, grace: float) -> None:
 class ManagedProcess:
     """A child process with its output in ``log_path``; stop() kills it by PID."""
 
-    def __init__(
-        self, argv: Sequence[str], log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None
-    ):
+    def __init__(self, argv: Sequence[str], log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None):
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self.cwd = cwd
