@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from fbworld.kube import samples
@@ -18,27 +17,12 @@ from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
 from tests.support.jobset_controller import NAME_LABEL, JobSetController, complete_job, jobs_of
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, cond
+from tests.support.kube_apiserver import until_read as until
 from tests.support.levers import OPS, replace_hook, say
 
 NS = "realkube-jobset"
 JS = "jobset.jobset.x-k8s.io"
-
-
-async def until(read: Callable[[], Any], ok: Callable[[Any], Any], seconds: float = 20.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        got = await asyncio.to_thread(read)
-        if ok(got):
-            return got
-        if loop.time() > deadline:
-            raise AssertionError(json.dumps(got, indent=1, default=str)[-3000:])
-        await asyncio.sleep(0.1)
-
-
-def cond(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
 def two_by_two(ns: str, name: str) -> dict:

@@ -28,7 +28,7 @@ from levers.executor import execute_approved
 from levers.requests import LeverState
 from levers.store import lever_store
 from tests.support.keda_controller import KedaOperator
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, cond
 from tests.support.levers import OPS, replace_hook, say
 
 NS = "keda-real"
@@ -69,10 +69,6 @@ def scaled_object(ns: str, name: str, min_replicas: int, annotations: dict[str, 
             "triggers": [cron_inactive()],
         },
     }
-
-
-def cond(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
 class Keda:

@@ -34,7 +34,7 @@ from levers.price import Price
 from levers.requests import LeverState
 from levers.store import lever_store
 from tests.support.jobset_controller import JobSetController, complete_job, delete_children, jobs_of
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, cond, until_read
 from tests.support.kueue_controller import KueueController
 from tests.support.levers import OPS, PROVENANCE, replace_hook, say
 
@@ -79,10 +79,6 @@ def jobset(ns: str, name: str, queue: str, pods: int = 2) -> dict:
     job = js["spec"]["replicatedJobs"][0]["template"]["spec"]
     job["parallelism"] = job["completions"] = pods
     return js
-
-
-def cond(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
 def is_true(obj: dict, ctype: str) -> bool:
@@ -137,16 +133,8 @@ class Kueued:
 
 
 async def until(read: Callable[[], dict], ok: Callable[[dict], Any], what: str, seconds: float = PATIENCE) -> dict:
-    """Poll `read` (blocking, so in a thread) until `ok`; fail with the last read and `what` was awaited."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        got = await asyncio.to_thread(read)
-        if got and ok(got):
-            return got
-        if loop.time() > deadline:
-            raise AssertionError(f"after {seconds:g}s, not {what}:\n{json.dumps(got, indent=1)[-4000:]}")
-        await asyncio.sleep(0.2)
+    """until_read, with an empty read (no such object yet) never taken for the awaited state."""
+    return await until_read(read, lambda got: bool(got) and ok(got), what, seconds, every=0.2)
 
 
 @dataclass

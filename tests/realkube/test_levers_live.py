@@ -37,7 +37,7 @@ from tests.realkube.conftest import OVERLAY
 from tests.support.argo_controller import HASH_LABEL, follow_replica_sets, replica_sets
 from tests.support.deploy import DEPLOY
 from tests.support.jobset_controller import delete_children, jobs_of
-from tests.support.kube_apiserver import BOT_NS, BOT_SA, KubeAPIServer
+from tests.support.kube_apiserver import BOT_NS, BOT_SA, KubeAPIServer, cond, until_read
 from tests.support.levers import MODEL, OPS, PROVENANCE, SEC, replace_hook, say
 from tests.support.real_controllers import Controllers
 
@@ -175,10 +175,6 @@ def seeds() -> list[dict]:
 # ---------------------------------------------------------------------------------------------- reads
 
 
-def cond(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
-
-
 def is_true(obj: dict, ctype: str) -> bool:
     return cond(obj, ctype).get("status") == "True"
 
@@ -204,16 +200,7 @@ def by_hash(s: KubeAPIServer) -> dict[str, dict]:
 
 
 async def until(read: Callable[[], Any], ok: Callable[[Any], Any], what: str, seconds: float = PATIENCE) -> Any:
-    """Poll `read` (blocking, so in a thread) until `ok`; fail with the last read and what was awaited."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        got = await asyncio.to_thread(read)
-        if ok(got):
-            return got
-        if loop.time() > deadline:
-            raise AssertionError(f"after {seconds:g}s, not {what}:\n{json.dumps(got, indent=1, default=str)[-3000:]}")
-        await asyncio.sleep(0.2)
+    return await until_read(read, ok, what, seconds, every=0.2)
 
 
 # ---------------------------------------------------------------------------------------------- the cell

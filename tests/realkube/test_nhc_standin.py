@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +26,7 @@ from levers import hooks
 from levers.executor import execute_approved
 from levers.store import lever_store
 from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import until_read as until
 from tests.support.levers import OPS, replace_hook, say
 
 TEMPLATE_NS = "medik8s-test"
@@ -122,18 +123,6 @@ def for_node(s: KubeAPIServer, name: str) -> list[dict]:
         for r in remediations(s)
         if (r["metadata"].get("annotations") or {}).get("remediation.medik8s.io/node-name") == name
     ]
-
-
-async def until(read: Callable[[], Any], ok: Callable[[Any], Any], seconds: float = 15.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        got = await asyncio.to_thread(read)
-        if ok(got):
-            return got
-        if loop.time() > deadline:
-            raise AssertionError(json.dumps(got, indent=1, default=str)[-3000:])
-        await asyncio.sleep(0.1)
 
 
 async def passes(rec: NodeHealthChecks, n: int = 3) -> None:

@@ -20,6 +20,7 @@ kubelet reports Ready (`put_node()` does both); nothing garbage-collects or fina
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -29,7 +30,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -396,6 +397,28 @@ class KubeAPIServer:
     def delete(self, resource: str, *names: str, namespace: str | None = None) -> None:
         ns = ["-n", namespace] if namespace else []
         self.kubectl("delete", resource, *names, *ns, "--ignore-not-found", "--wait=false")
+
+
+def cond(obj: dict[str, Any], ctype: str) -> dict[str, Any]:
+    """The object's status condition of this type, as its controller wrote it ({}: none)."""
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
+async def until_read(
+    read: Callable[[], Any], ok: Callable[[Any], Any], what: str = "", seconds: float = 20.0, every: float = 0.1
+) -> Any:
+    """Poll a blocking `read` (kubectl, in a thread) until `ok` holds: the realkube tests' wait for a
+    controller's reaction. Fails with what was awaited and the last read."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        got = await asyncio.to_thread(read)
+        if ok(got):
+            return got
+        if loop.time() > deadline:
+            shown = json.dumps(got, indent=1, default=str)[-3000:]
+            raise AssertionError(f"after {seconds:g}s, not {what or 'as awaited'}:\n{shown}")
+        await asyncio.sleep(every)
 
 
 def start_kube_apiserver(directory: Path) -> KubeAPIServer:
