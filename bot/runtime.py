@@ -32,6 +32,7 @@ from bot.incidents import capability as incidents
 from bot.incidents.store import IncidentRepo
 from bot.policy import load_policy
 from bot.postmortem import capability as postmortem
+from bot.prom import PromQuery
 from bot.prom.connect import BasicAuth, BearerToken, Credentials, Prometheus
 from bot.scheduler import Job, Scheduler
 from bot.schema import Migration
@@ -55,7 +56,7 @@ CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
     levers.register,  # levers lever undo, lever settling, the open-levers status line
     approvals.register,  # breakglass, approve/deny, approval timers, grants for levers
     signals.register,  # POST /alertmanager: alerts open and join incidents, one summary per delivery
-    remediation_alarm.register,  # the remediation alarm: GPU nodes going out too fast in a cell, by anyone
+    remediation_alarm.register,  # the remediation alarm: GPU nodes fenced as unhealthy too fast for the cell
     triage.register,  # triage (the PromQL set per cell), changed (six streams of what changed)
     postmortem.register,  # postmortem, cause, action (AI-n and their due-date reminders)
     intents.register,  # the core's repair of requests interrupted between intent and audit entry
@@ -118,6 +119,9 @@ def build_services(
     )
     if prom is not None:
         svc.closers.append(prom.close)
+    others = OtherPrometheus(settings, prom)
+    svc.prometheus_at = others.at
+    svc.closers.append(others.close)
     jobs: dict[str, Callable[[Job], Awaitable[None]]] = {k: _bound(svc, h) for k, h in registry.jobs.items()}
     svc.scheduler.bind(jobs, [_bound(svc, h) for h in registry.startup])
     return svc
@@ -139,6 +143,36 @@ def prometheus(settings: Settings) -> Prometheus | None:
         timeout=settings.prometheus_timeout,
         user_agent=user_agent(),
     )
+
+
+class OtherPrometheus:
+    """Clients for Prometheus servers other than PROMETHEUS_URL, one per base URL, made on first use: a
+    KEDA trigger's serverAddress (keda-pause's demand trend). PROMETHEUS_URL's credentials and CA are
+    for PROMETHEUS_URL alone, so another URL gets neither (requests' default CA bundle); the same URL
+    gets the app's own client. Addresses come from cluster objects, so their number is capped."""
+
+    MAX = 32
+
+    def __init__(self, settings: Settings, own: Prometheus | None) -> None:
+        self._settings, self._own = settings, own
+        self._clients: dict[str, Prometheus] = {}
+
+    def at(self, url: str) -> PromQuery:
+        base = url.rstrip("/")
+        if self._own is not None and base == self._own.url:
+            return self._own
+        client = self._clients.get(base)
+        if client is None:
+            if len(self._clients) >= self.MAX:
+                raise LookupError(f"Firebreak asks at most {self.MAX} other Prometheus servers")
+            timeout = self._settings.prometheus_timeout
+            client = self._clients[base] = Prometheus(base, timeout=timeout, user_agent=user_agent())
+        return client
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()
 
 
 def slack_gateway(settings: Settings) -> SlackGateway:

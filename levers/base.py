@@ -103,6 +103,9 @@ class Access:
     resource: str
     verbs: tuple[str, ...]
     names: tuple[str, ...] = ()
+    # A cluster-scoped resource no lever acts on (sandbox-quarantine reads Cilium's clusterwide policies):
+    # granted in the ClusterRole, since a namespaced Role cannot grant it.
+    cluster: bool = False
 
     @classmethod
     def on(cls, kind: Kind, *verbs: str, sub: str | None = None, names: tuple[str, ...] = ()) -> Access:

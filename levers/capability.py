@@ -10,7 +10,7 @@ from bot.core.grammar import Spec
 from bot.core.hooks import KNOWN_CELLS, ON_RESOLVE, STATUS_LINE
 from bot.core.registry import Registry
 from bot.core.timeline import CommandDetail
-from levers import authz, listing, pull, reconcile, resolve, scope, timeline, undo
+from levers import authz, listing, pull, recheck, reconcile, resolve, scope, timeline, undo
 from levers.commands import LeverSettle, ListLevers, PullLever, Undo
 
 
@@ -45,6 +45,7 @@ def register(reg: Registry) -> None:
         rule=authz.undo_rule,
     )
     reg.job(reconcile.JOB, reconcile.settle_due)
+    reg.job(recheck.JOB, recheck.due)  # a verdict read again when the controller's window ends
     reg.on_start(reconcile.reconcile_in_flight)
     reg.add(STATUS_LINE, listing.open_levers)
     reg.add(KNOWN_CELLS, scope.known_cells)
@@ -58,3 +59,4 @@ def register(reg: Registry) -> None:
     for event, render in timeline.EVENTS.items():
         reg.timeline(event.action, timeline.LeverEntry, render)
     reg.timeline(timeline.APPLY.action, timeline.ApplyEntry, timeline.kept)
+    reg.timeline(recheck.ACTION, timeline.LeverEntry, recheck.line)

@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot import logs, metrics
+from bot.chat.text import literal
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.services import Services
@@ -27,7 +28,7 @@ from levers.catalogue import LEVERS
 from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
 from levers.plan import Plan
-from levers.price import Price
+from levers.price import Moves, Price, show
 from levers.requests import LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store
 
@@ -131,12 +132,18 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
                 False,
                 reason="stale",
             )
+        reread: dict[str, Any] = {}
         if approved is not None and rec.needs_approval:
             fresh = await priced(lever, ctx, obj, plan)
-            if moves := approved.moved(fresh, ctx.policy.price.tolerance):
+            moves = approved.moved(fresh, ctx.policy.price.live_band)
+            if moves.stale:
                 return await _price_moved(svc, rec, lever, ctx, obj, fresh, moves)
-            # Within the tolerance it runs on the approved price (a request only policy approved
-            # runs on the price it was planned at, a moment ago).
+            # What it hits is what was approved: it runs at the price read now, and the figures that
+            # moved by themselves are said (a request only policy approved runs on the price it was
+            # planned at, a moment ago). The approved price stays in the record and its digest.
+            plan.price = fresh
+            rec = rec.model_copy(update={"plan": {**rec.plan, "price": fresh.to_record()}})
+            reread = {"approved_price": approved.to_record(), "moved": moves.live}
         await lever.check(ctx, plan, obj)
         await lever.reserve(ctx, plan)
     except (LeverRefusal, UnknownCell, Changed) as e:
@@ -154,7 +161,14 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             svc, rec, LeverState.failed, messages.failed(rec, f"{why}; nothing changed"), False, reason=why, code=e.code
         )
     # The plan and its price go to the incident channel before the write, whoever pulled it.
-    if warn := await announce(svc, rec.incident, messages.applying(rec)):
+    said = messages.applying(rec)
+    if reread.get("moved"):
+        said += "\n" + literal(
+            "Read again now, moved by themselves since the approval (no new one needed): "
+            + "; ".join(reread["moved"])
+            + "."
+        )
+    if warn := await announce(svc, rec.incident, said):
         log.warning("lever_plan_not_announced", request=rec.id, warning=warn)
     # The object as this run saw it, kept before the write (its digest goes into lever.apply).
     kept = await evidence.capture(svc, ctx, rec, obj)
@@ -168,7 +182,7 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             svc, rec, LeverState.failed, messages.failed(rec, text), False, reason=text, code=err.code if err else None
         )
     try:
-        return await _record(svc, rec, lever, ctx, plan, resp, approver, kept)
+        return await _record(svc, rec, lever, ctx, plan, resp, approver, kept, reread)
     except RedisError:
         # The write went out, but the store went away while it was being recorded. The request
         # stays `executing`; its timer (armed before the claim) settles it from a read-back.
@@ -184,10 +198,11 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
 
 
 async def _price_moved(
-    svc: Services, rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any], fresh: Price, moves: list[str]
+    svc: Services, rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any], fresh: Price, moves: Moves
 ) -> ExecResult:
-    """The price moved beyond the policy's tolerance since it was approved: this request goes stale
-    (its compare-and-set from executing) and a new one, with the new price, asks for approval."""
+    """What the lever hits changed since it was approved, or a live figure moved beyond the policy's
+    band: this request goes stale (its compare-and-set from executing) and a new one, with the new
+    price, asks for approval."""
     store = lever_store(svc)
     new_id = await store.next_id()
     # The new request's own plan: its provenance annotations name it, not the stale one.
@@ -209,16 +224,20 @@ async def _price_moved(
         }
     )
     await store.create(again)
-    pct = f"{svc.policy.levers.price.tolerance:.0%}"
+    why = (
+        "what it hits changed"
+        if moves.hits
+        else f"a live figure moved more than {show(ctx.policy.price.live_band)}-fold"
+    )
     out = await _finish(
         svc,
         rec,
         LeverState.stale,
-        f"{rec.label}: not applied: its price moved by more than {pct} since it was approved "
-        f"({'; '.join(moves)}). {again.id} asks for approval at the new price; nothing changed.",
+        f"{rec.label}: not applied: {why} since it was approved ({'; '.join(moves.stale)}). "
+        f"{again.id} asks for approval at the new price; nothing changed.",
         False,
         reason="price moved",
-        moved=moves,
+        moved=moves.stale,
         price=fresh.to_record(),
         again=again.id,
     )
@@ -238,8 +257,10 @@ async def _record(
     resp: dict[str, Any],
     approver: str,
     kept: evidence.Evidence,
+    reread: dict[str, Any],
 ) -> ExecResult:
-    """After the write: bookkeeping, the audit, the read-back verify and the outcome."""
+    """After the write: bookkeeping, the audit, the read-back verify and the outcome. `reread`: the
+    approved price and what moved by itself since, when it ran at a price read again."""
     await lever.applied(ctx, plan)
     await svc.audit.append(
         LeverEvent.apply.action,
@@ -252,6 +273,7 @@ async def _record(
             "resource_version": (resp.get("metadata") or {}).get("resourceVersion"),
             "approved_by": approver,
             "price": rec.plan.get("price"),
+            **reread,
             "evidence": {"sha256": kept.digest, "events": len(kept.record["events"])},
         },
     )
@@ -276,4 +298,5 @@ async def _record(
         resource_version=rv,
         pre_state=plan.pre_state,
         plan=plan.to_record(),
+        **reread,
     )

@@ -4,9 +4,18 @@ A price is a list of costs, each a figure read from the cluster or Prometheus at
 units on-call's follow-up questions use (GPU-hours, GPUs, jobs, requests per second, calls per
 minute, sessions, replicas). A figure that could not be read is `None` with the reason: a price is
 never guessed, and an unread figure never counts as 0.
+
+Between an approval and the execution some figures stay and some move by themselves (DESIGN.md
+section 4): a figure in a unit of HITS counts what the lever hits (gangs, workloads, backends, nodes,
+replicas, their GPUs), and any change in it, or in the objects it is about, needs a new approval;
+CLOCK figures grow with the clock (GPU-hours since a checkpoint) and never do; every other unit is a
+live figure (req/s, calls/min, %, a trigger's value) that needs one only past the policy's band
+(`price.live_band`). Figures that moved and need none are read again and announced (Price.moved).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,29 +63,33 @@ class Price(BaseModel):
     def from_record(cls, raw: object) -> Price | None:
         return cls.model_validate(raw) if raw else None
 
-    def moved(self, other: Price, tolerance: float) -> list[str]:
-        """How `other` (read later) differs from this price by more than `tolerance` (a fraction of each
-        figure): a figure gone, new, turned unknown or known, or changed by more than that. [] when not."""
+    def moved(self, other: Price, band: float) -> Moves:
+        """How `other` (read at execution) differs from this price (the approved one): what the lever hits
+        (a HITS figure gone, new, changed at all, or turned unknown or known), live figures that moved
+        more than `band`-fold (up or down; from or to 0 is beyond any band), and the figures that moved
+        by themselves within that (CLOCK ones whatever they did), as "what: before → after" lines."""
         mine = {(c.what, c.unit): c.value for c in self.costs}
         theirs = {(c.what, c.unit): c.value for c in other.costs}
-        out: list[str] = []
+        out = Moves()
         for key in [*mine, *(k for k in theirs if k not in mine)]:
             what, unit = key
+            into = out.hits if unit in HITS else out.live
             if key not in theirs:
-                out.append(f"{what}: {figure(mine[key], unit)} is no longer a cost")
+                into.append(f"{what}: {figure(mine[key], unit)} is no longer a cost")
                 continue
             if key not in mine:
-                out.append(f"{what}: {figure(theirs[key], unit)} is a new cost")
+                into.append(f"{what}: {figure(theirs[key], unit)} is a new cost")
                 continue
             a, b = mine[key], theirs[key]
-            if a is None and b is None:
+            if a == b:
                 continue
-            # An ordinal names one thing (revision 10 is not revision 11): any change is a move.
-            moved = (
-                a != b if unit in ORDINALS else a is None or b is None or abs(b - a) > tolerance * max(abs(a), abs(b))
-            )
-            if moved:
-                out.append(f"{what}: {figure(a, unit)} -> {figure(b, unit)}")
+            said = f"{what}: {figure(a, unit)} → {figure(b, unit)}"
+            if unit in HITS:
+                out.hits.append(said)
+            elif unit not in CLOCK and a is not None and b is not None and _beyond(a, b, band):
+                out.beyond.append(f"{said}, more than {show(band)}-fold")
+            elif figure(a, unit) != figure(b, unit):  # 341.3 -> 341.6 GPU-hours reads the same: not said
+                out.live.append(said)
         return out
 
     def lines(self) -> list[str]:
@@ -111,6 +124,34 @@ def show(value: float) -> str:
 
 # Units whose value names one thing (rollout-abort's revision restored) rather than counting things.
 ORDINALS = frozenset({"revision"})
+# Units that count what a lever hits (DESIGN.md section 4): any change is a change in what was approved.
+# A revision names what is restored, so it is one too.
+HITS = frozenset({"GPUs", "jobs", "gangs", "workloads", "nodes", "replicas", "backends", "pods", "sessions"}) | ORDINALS
+# Units that grow with the clock alone: never a reason to ask again, whatever they did.
+CLOCK = frozenset({GPU_HOURS})
+
+
+@dataclass
+class Moves:
+    """What changed between the approved price and the one read at execution (Price.moved)."""
+
+    hits: list[str] = field(default_factory=list)  # what the lever hits: a new approval
+    beyond: list[str] = field(default_factory=list)  # a live figure beyond the band: a new approval
+    live: list[str] = field(default_factory=list)  # moved by themselves within it: read again and announced
+
+    @property
+    def stale(self) -> list[str]:
+        """Why the approval no longer holds; [] when it does."""
+        return [*self.hits, *self.beyond]
+
+
+def _beyond(a: float, b: float, band: float) -> bool:
+    """Whether a live figure moved from `a` to `b` by more than `band`-fold, either way. From or to 0
+    (or across it) no fold is small enough: a route that served nothing and now serves traffic moved."""
+    lo, hi = sorted((abs(a), abs(b)))
+    if a * b <= 0:
+        return hi > 0
+    return hi / lo > band
 
 
 def figure(value: float | None, unit: str) -> str:

@@ -12,7 +12,7 @@ import math
 
 from bot import logs
 from bot.core.services import Services
-from bot.prom import Failed, Matrix, Scalar, Text, Vector
+from bot.prom import Failed, Matrix, Result, Scalar, Text, Vector
 
 log = logs.get(__name__)
 
@@ -23,7 +23,12 @@ async def figure(svc: Services, promql: str, at: float | None = None) -> tuple[f
     if prom is None:
         return None, "PROMETHEUS_URL is not set"
     when = svc.clock.now() if at is None else at
-    got = await prom.query(promql, when, svc.policy.levers.price.timeout_seconds)
+    return one(await prom.query(promql, when, svc.policy.levers.price.timeout_seconds), promql)
+
+
+def one(got: Result, promql: str) -> tuple[float | None, str]:
+    """The one number an answer holds, or (None, why): what `figure` reads, for an answer from
+    another Prometheus (a KEDA trigger's serverAddress, levers/catalogue/keda.py)."""
     why: str | None = None
     value: float | None = None
     if isinstance(got, Failed):

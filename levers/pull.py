@@ -128,7 +128,7 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         plan = await lever.plan(ctx, obj)
         await lever.check(ctx, plan, obj)
         plan.price = await lever.price(ctx, obj, plan)
-        if managed := gitops.plan_note(obj, gitops.window(ctx)):
+        if managed := await gitops.plan_note(ctx, obj):
             plan.notes.append(managed)
         plan.price = await priced(lever, ctx, obj, plan)
     except LeverRefusal as e:

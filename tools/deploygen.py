@@ -37,7 +37,9 @@ from bot.triage.access import READS
 from levers.apply import FENCE
 from levers.base import Access, Lever
 from levers.catalogue import LEVERS
+from levers.catalogue.keda import PAUSE_ANNOTATIONS
 from levers.catalogue.sandbox import LABEL as QUARANTINE_LABEL
+from levers.gitops import READS as GITOPS_READS
 from levers.plan import INCIDENT_ANNOTATION, REQUEST_ANNOTATION
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +49,9 @@ SA_NAMESPACE, SA_NAME = "firebreak", "firebreak"
 USERNAME = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 # The annotations every lever writes on the object it changes: provenance, and the timeout fence.
 PROVENANCE = (REQUEST_ANNOTATION, INCIDENT_ANNOTATION, FENCE)
-# KEDA's own pause annotations: freeze at the current count, or at a given count.
-KEDA_PAUSED = ("autoscaling.keda.sh/paused", "autoscaling.keda.sh/paused-replicas")
+# KEDA's own pause annotations keda-pause writes: freeze at the current count, at a given count, or
+# scale-in only.
+KEDA_PAUSED = PAUSE_ANNOTATIONS
 # The NodeHealthCheck pause entry Firebreak owns: `firebreak:<incident id>`.
 NHC_ENTRY = "^firebreak:INC-[0-9]+$"
 # Gateway API's maxItems for an HTTPRoute's rules and for a rule's backendRefs (its CRD, v1.x).
@@ -126,7 +129,7 @@ def grants(
             add(a, who, None)
     for lever in levers:
         for a in lever.needs:
-            if (a.group, a.resource.split("/")[0]) in cluster:
+            if a.cluster or (a.group, a.resource.split("/")[0]) in cluster:
                 add(a, lever.name, None)
             else:
                 for ns in lever_namespaces(lever, policy):
@@ -501,7 +504,7 @@ def admission_policies(policy: LeversPolicy, writes: Sequence[str]) -> list[tupl
         _policy(
             "firebreak-scaledobjects",
             "keda-pause",
-            f"KEDA's pause annotations {' and '.join(KEDA_PAUSED)}",
+            f"KEDA's pause annotations {', '.join(KEDA_PAUSED[:-1])} and {KEDA_PAUSED[-1]}",
             [{"apiGroups": ["keda.sh"], "resources": ["scaledobjects"]}],
             [_top([]), _meta(), _labels([]), _annotations(KEDA_PAUSED)],
             first_checks=_in_namespaces("firebreak-scaledobjects", "keda-pause", policy),
@@ -717,7 +720,8 @@ def files(policy: LeversPolicy | None = None) -> dict[str, str]:
     if policy is None:
         policy = load_policy(REPO / "policies", levers=list(LEVERS)).levers
     levers = list(LEVERS.values())
-    return {**rbac_files(levers, READS, policy, {"remediation alarm": ALARM_READS}), **admission_files(policy, levers)}
+    also = {"remediation alarm": ALARM_READS, "gitops (Flux intervals)": GITOPS_READS}
+    return {**rbac_files(levers, READS, policy, also), **admission_files(policy, levers)}
 
 
 def differing(root: Path = REPO) -> list[str]:

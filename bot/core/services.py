@@ -41,6 +41,10 @@ class Services:
     incidents: IncidentLookup
     # The one Prometheus client (bot/runtime.py builds it from settings); None: PROMETHEUS_URL is unset.
     prometheus: PromQuery | None = None
+    # A client for another Prometheus, by its base URL (a KEDA trigger's serverAddress): PROMETHEUS_URL's own
+    # client for that URL, else one that carries none of Firebreak's credentials (bot/runtime.py). None:
+    # this app asks no other Prometheus.
+    prometheus_at: Callable[[str], PromQuery] | None = None
     # What a capability opened and must close at app cleanup (bot/runtime.close), e.g. kube clients.
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _parts: dict[Any, Any] = field(default_factory=dict)

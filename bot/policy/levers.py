@@ -70,46 +70,94 @@ class HeadroomPolicy(Strict):
         return fill(self.query, cell=cell)
 
 
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_GATE_QUERIES = (
+    "xid_count_query",
+    "xid_count_after_query",
+    "xid_held_query",
+    "xid_query",
+    "ecc_dbe_query",
+    "row_remap_pending_query",
+    "row_remap_failure_query",
+)
+_WINDOWED = frozenset({"xid_count_query", "xid_count_after_query", "xid_query", "ecc_dbe_query"})
+
+
 class ReturnGatePolicy(Strict):
-    """What `undo` of a node-quarantine checks on dcgm-exporter's series before the node goes back.
+    """What `undo` of a node-quarantine checks on dcgm-exporter's series before the node goes back
+    (levers/returngate.py says how each answer is judged).
 
     `$node` is the node's name: dcgm-exporter's host label, the node name when it runs as a
-    DaemonSet with NODE_NAME (its internal/pkg/hostname GetHostname). That label is `Hostname` in
-    every dcgm-exporter release through 4.5.3-4.8.2 and `hostname` on its main branch since
-    d5e5f51 (#655, internal/pkg/rendermetrics/render_metrics.go), so each query asks for both
-    (`or`: a node's GPUs answer under whichever spelling its exporter writes). `$cell` is the cell
-    (a target label your scrape adds), `$window` the time since the quarantine landed (e.g.
-    `3600s`). Each query should answer one series per GPU (and per XID, err_code being a label).
+    DaemonSet with NODE_NAME (its internal/pkg/hostname GetHostname). `$host_label` is that label's
+    name: `Hostname` in every dcgm-exporter release through 4.5.3-4.8.2 and `hostname` on its main
+    branch since d5e5f51 (#655, internal/pkg/rendermetrics/render_metrics.go), so each query is
+    sent for every name of `host_labels` (joined with `or`: a node's GPUs answer under whichever
+    spelling its exporter writes; the range-vector `xid_count_query` once per name, as `or` can't
+    join range vectors). `$cell` is the cell (a target label your scrape adds), `$window` a
+    duration the gate computes from the quarantine's time (e.g. `3600s`). Each query answers one
+    series per GPU (and per XID where the code is a label: err_code, xid).
     """
 
-    # The seeds' node-fatal classes: 48 and 95 memory that needs a reset, 63 and 64 the row remapper
-    # reporting or failing, 74 NVLink, 79 off the bus (13 and 31 are the application's).
-    fatal_xids: list[int] = Field(default=[48, 63, 64, 74, 79, 95])
-    xid_query: str = (
-        'max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",Hostname="$node"}[$window])'
-        ' or max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",hostname="$node"}[$window])'
+    # Node-fatal XIDs: NVIDIA's XID catalog's immediate action is a GPU reset or a reboot (RESET_GPU,
+    # RESTART_BM, WORKFLOW_XID_48, WORKFLOW_NVLINK_ERR); the same list, each code's action and the
+    # source, as triage's "GPUs, fatal XID 1h" row (policies/queries.yaml xid_gpus). Not 63 (a row
+    # remap recorded: IGNORE), 94 (contained: RESTART_APP), 154 (follows another XID).
+    fatal_xids: list[int] = Field(
+        default=[46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158, 160]
     )
-    ecc_dbe_query: str = (
-        'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",Hostname="$node"}[$window])'
-        ' or increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",hostname="$node"}[$window])'
-    )
-    row_remap_failure_query: str = (
-        'max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{cell="$cell",Hostname="$node"}[$window])'
-        ' or max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{cell="$cell",hostname="$node"}[$window])'
-    )
+    host_labels: list[str] = Field(default=["Hostname", "hostname"], min_length=1)
+    # dcgm-exporter's XID count (DCGM_EXP_XID_ERRORS_COUNT): per GPU and code, the XIDs of the last
+    # --xid-count-window-size ms. Its raw samples around the quarantine (the gate reads the scrapes),
+    # then the most it counted per code after DCGM's 600 s history has passed.
+    xid_count_query: str = 'DCGM_EXP_XID_ERRORS_COUNT{cell="$cell",$host_label="$node"}[$window]'
+    xid_count_after_query: str = 'max_over_time(DCGM_EXP_XID_ERRORS_COUNT{cell="$cell",$host_label="$node"}[$window])'
+    # The XID gauge (the last code, held until the driver reloads), where the count is not exported:
+    # each err_code series' latest sample time (asked at the quarantine and now), and the codes it showed.
+    xid_held_query: str = 'timestamp(DCGM_FI_DEV_XID_ERRORS{cell="$cell",$host_label="$node"})'
+    xid_query: str = 'max_over_time(DCGM_FI_DEV_XID_ERRORS{cell="$cell",$host_label="$node"}[$window])'
+    ecc_dbe_query: str = 'increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{cell="$cell",$host_label="$node"}[$window])'
+    row_remap_pending_query: str = 'DCGM_FI_DEV_ROW_REMAP_PENDING{cell="$cell",$host_label="$node"}'
+    row_remap_failure_query: str = 'DCGM_FI_DEV_ROW_REMAP_FAILURE{cell="$cell",$host_label="$node"}'
     timeout_seconds: float = Field(default=5, gt=0)
 
-    @field_validator("xid_query", "ecc_dbe_query", "row_remap_failure_query")
+    @field_validator("host_labels")
     @classmethod
-    def _node(cls, v: str) -> str:
-        if "$node" not in v or "$window" not in v:
-            raise ValueError("the query must contain $node (the node) and $window (the time since the quarantine)")
+    def _label_names(cls, v: list[str]) -> list[str]:
+        bad = [name for name in v if not _LABEL_NAME.match(name)]
+        if bad:
+            raise ValueError(f"not Prometheus label names: {bad}; dcgm-exporter writes Hostname or hostname")
         return v
 
-    def render(self, node: str, cell: str, window: str) -> tuple[str, str, str]:
-        """The XID, ECC double-bit and row-remap-failure queries sent for ``node`` (escaped)."""
+    @field_validator(
+        "xid_count_query",
+        "xid_count_after_query",
+        "xid_held_query",
+        "xid_query",
+        "ecc_dbe_query",
+        "row_remap_pending_query",
+        "row_remap_failure_query",
+    )
+    @classmethod
+    def _node(cls, v: str, info: ValidationInfo) -> str:
+        if "$node" not in v or "$host_label" not in v:
+            raise ValueError('the query must contain $host_label="$node" (the node under the exporter\'s host label)')
+        if info.field_name in _WINDOWED and "$window" not in v:
+            raise ValueError("the query must contain $window (the gate's duration since the quarantine)")
+        return v
+
+    def render(self, query: str, node: str, cell: str, window: str = "") -> str:
+        """``query`` (one of this policy's) for ``node`` under every host label, joined by `or` (escaped)."""
+        return " or ".join(f"({q})" for q in self.render_each(query, node, cell, window))
+
+    def render_each(self, query: str, node: str, cell: str, window: str = "") -> list[str]:
+        """``query`` for ``node``, one per host label (a range vector can't be joined by `or`)."""
         at = {"node": node, "cell": cell, "window": window}
-        return fill(self.xid_query, **at), fill(self.ecc_dbe_query, **at), fill(self.row_remap_failure_query, **at)
+        # A label name is not a string literal, so not escaped: host_labels are checked as names.
+        return [fill(query.replace("$host_label", label), **at) for label in self.host_labels]
+
+    def queries(self) -> dict[str, str]:
+        """Every query of the gate, by field name."""
+        return {name: getattr(self, name) for name in _GATE_QUERIES}
 
 
 class QuarantinePolicy(Strict):
@@ -126,10 +174,18 @@ class QuarantinePolicy(Strict):
 
 
 class RemediationAlarmPolicy(Strict):
-    """The remediation alarm (bot/signals/remediation): GPU nodes going out of service in a cell, by
-    anyone (Firebreak, NodeHealthCheck, kubectl, the cloud), faster than a person would take them out."""
+    """The remediation alarm (bot/signals/remediation): GPU nodes taken out of service in a cell for
+    remediation or as unhealthy (Firebreak's quarantine, NodeHealthCheck's remediators, NVSentinel, and
+    the taints listed in `unhealthy_taints`), faster than a person would take them out. Upgrades,
+    autoscaler scale-down, Karpenter disruption, pressure taints and not-ready nodes are not counted."""
 
     per_hour: int = Field(default=20, ge=1)  # more than this many in any rolling hour alarms
+    # ... or more than this share of the cell's GPU nodes (at least 2 nodes): a 37% storm of a 40-node
+    # cell alarms though it is under per_hour.
+    per_hour_fraction: float = Field(default=0.25, gt=0, le=1)
+    # Further taint keys (a prefix ends in /) that your own health checker puts on a GPU node it found
+    # unhealthy: counted like a remediation.
+    unhealthy_taints: list[str] = Field(default_factory=list)
     same_node_minutes: float = Field(default=90, gt=0)  # one node going out twice within this alarms
     quiet_minutes: float = Field(default=60, gt=0)  # a burst is over after this long with no node going out
     poll_seconds: float = Field(default=30, gt=0)  # how often each cell's GPU nodes are read
@@ -156,10 +212,16 @@ def _one_of(v: str | None, required: tuple[str, ...], where: str) -> str | None:
 
 
 class RoutePricePolicy(Strict):
-    """route-weight's price: each backend cell's request rate, from vLLM's finished-request counter.
-    `$cell` is the backend's cell (route_weight.cell_of); the query must answer one series."""
+    """route-weight's price: each backend cell's request rate, from vLLM's finished-request counter
+    (`$cell` is the backend's cell, route_weight.cell_of: the cell's requests on every route), and,
+    when set, the stepped route's own rate (`route_rate_query`: `$namespace`, `$route` and `$rule`,
+    the rule's index), which is then what the traffic moved is read from. No default: no exporter
+    the Gateway API names publishes a route's requests; it is your gateway's series (Envoy Gateway:
+    one Envoy cluster per rule, `httproute/<namespace>/<route>/rule/<n>`). Each query must answer one
+    series."""
 
     rate_query: str = 'sum(rate(vllm:request_success_total{cell="$cell"}[5m]))'
+    route_rate_query: str | None = None
 
     @field_validator("rate_query")
     @classmethod
@@ -167,9 +229,20 @@ class RoutePricePolicy(Strict):
         _one_of(v, ("$cell",), "price.route-weight.rate_query")
         return v
 
+    @field_validator("route_rate_query")
+    @classmethod
+    def _route(cls, v: str | None) -> str | None:
+        return _one_of(v, ("$route",), "price.route-weight.route_rate_query")
+
     def render(self, cell: str) -> str:
         """The PromQL sent for backend ``cell`` (escaped for its double-quoted string)."""
         return fill(self.rate_query, cell=cell)
+
+    def render_route(self, namespace: str, route: str, rule: int) -> str | None:
+        """The PromQL sent for one route's rule, or None when the policy names no route query."""
+        if self.route_rate_query is None:
+            return None
+        return fill(self.route_rate_query, namespace=namespace, route=route, rule=str(rule))
 
 
 class KedaPricePolicy(Strict):
@@ -218,15 +291,29 @@ class PricePolicy(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     timeout_seconds: float = Field(default=5, gt=0)
-    # A price that moved by more than this fraction (of any one figure) between approval and
-    # execution needs a new approval (levers/executor.py); within it, the approved price stands.
-    tolerance: float = Field(default=0.10, ge=0)
+    # Between approval and execution (levers/executor.py, levers/price.py Price.moved): a change in
+    # what the lever hits needs a new approval; GPU-hours growing with the clock never do; a live
+    # figure (req/s, calls/min, %) needs one only when it moved more than this many-fold, up or down
+    # (2: doubled or halved; from or to 0 always). Otherwise the figures are read again and announced.
+    live_band: float = Field(default=2.0, ge=1)
     checkpoint_query: str | None = None
     checkpoint_annotation: str | None = "training.corp/last-checkpoint"
     route_weight: RoutePricePolicy = Field(default=RoutePricePolicy(), alias="route-weight")
     keda_pause: KedaPricePolicy = Field(default=KedaPricePolicy(), alias="keda-pause")
     killswitch: KillswitchPricePolicy = KillswitchPricePolicy()
     sandbox_quarantine: SandboxPricePolicy = Field(default=SandboxPricePolicy(), alias="sandbox-quarantine")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_tolerance(cls, v: object) -> object:
+        # The 10% tolerance made approvals stale by themselves (issue 34): say what replaced it.
+        if isinstance(v, dict) and "tolerance" in v:
+            raise ValueError(
+                "price.tolerance is gone: what the lever hits must not change at all, and GPU-hours never "
+                "make an approval stale. Remove it; set price.live_band (how many-fold a live rate may move, "
+                "default 2) instead"
+            )
+        return v
 
     @field_validator("checkpoint_query")
     @classmethod
@@ -248,8 +335,9 @@ class LeversPolicy(Strict):
     fleet_targets: list[str] = Field(default_factory=list)  # objects that are fleet-wide wherever they live
     api_timeout_seconds: float = Field(default=10, gt=0)
     rollout_verify_seconds: float = Field(default=20, ge=0)
-    # rollout-abort's verify window per Rollout ("<namespace>/<name>" -> seconds); a Rollout not listed
-    # waits its own spec.progressDeadlineSeconds, else rollout_verify_seconds.
+    # How long rollout-abort's pull waits for Argo, per Rollout ("<namespace>/<name>" -> seconds), else
+    # rollout_verify_seconds; at most the Rollout's progress deadline (spec.progressDeadlineSeconds, 600 s
+    # unset), when a verdict still open is read again (levers/catalogue/rollout.py, levers/recheck.py).
     rollout_verify_by_rollout: dict[str, float] = Field(default_factory=dict)
     # An object Argo CD or Flux manages is read back again this long after a lever applied, so a
     # revert by the controller's sync or drift correction is seen (levers/gitops.py).

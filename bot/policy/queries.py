@@ -7,6 +7,7 @@ Only pydantic here: bot/triage imports this, not the other way round.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import Enum
 from string import Template
 
@@ -15,10 +16,37 @@ from pydantic import Field, field_validator, model_validator
 from bot.policy.models import Strict
 from bot.prom.promql import fill
 
-# What a triage query may name: `$cell` (the cell, always) and `$taint_key` (the node-quarantine
-# taint key from levers.yaml, so the quarantined fraction follows the lever's own taint).
-PLACEHOLDERS = ("cell", "taint_key")
+# What a triage query may name: `$cell` (the cell, always) and, from levers.yaml's node_quarantine,
+# `$taint_key` (its taint), `$dedicated_taints` (its dedicated_taints' keys as a regex) and
+# `$gpu_node_label` / `$gpu_node_value` (its gpu_node_selector as a kube-state-metrics label), so
+# the quarantine row counts the nodes the quarantine budget counts, as it does.
+PLACEHOLDERS = ("cell", "taint_key", "dedicated_taints", "gpu_node_label", "gpu_node_value")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# kube-state-metrics writes a node label `k` as `label_<k>`, each character outside [a-zA-Z0-9_] an
+# underscore (internal/store/utils.go, SanitizeLabelName).
+_KSM_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+# levers.yaml's defaults (bot/policy/levers.py QuarantinePolicy), for callers that give none.
+DEFAULT_DEDICATED = ("nvidia.com/gpu", "sku", "kubernetes.azure.com/scalesetpriority", "cloud.google.com/gke-spot")
+DEFAULT_GPU_NODES = "nvidia.com/gpu.present=true"
+
+
+def ksm_label(selector: str) -> tuple[str, str]:
+    """A `key=value` node selector as kube-state-metrics' kube_node_labels label and value:
+    `nvidia.com/gpu.present=true` -> (`label_nvidia_com_gpu_present`, `true`)."""
+    key, eq, value = selector.partition("==") if "==" in selector else selector.partition("=")
+    key, value = key.strip(), value.strip()
+    if not eq or not key or any(c in selector for c in ",!()"):
+        raise ValueError(
+            f"gpu_node_selector {selector!r} is not one `key=value`, which triage's quarantine row "
+            "reads as a kube-state-metrics label; write it as `key=value` in levers.yaml"
+        )
+    return f"label_{_KSM_INVALID.sub('_', key)}", value
+
+
+def keys_regex(keys: Sequence[str]) -> str:
+    """Taint keys as one RE2 alternation Prometheus anchors (`a|b`); none: a regex no key matches
+    (keys are never empty), so `key!~` keeps every key."""
+    return "|".join(re.escape(k) for k in keys) if keys else "$^"
 
 
 class Unit(Enum):
@@ -65,10 +93,20 @@ class TriageQuery(Strict):
             raise ValueError("the query must contain $cell: it runs once per cell of the incident")
         return v
 
-    def render(self, cell: str, taint_key: str) -> str:
+    def render(
+        self,
+        cell: str,
+        taint_key: str,
+        dedicated_taints: Sequence[str] = DEFAULT_DEDICATED,
+        gpu_node_selector: str = DEFAULT_GPU_NODES,
+    ) -> str:
         """The PromQL sent for ``cell`` (triage asks it; the demo's Prometheus knows it by this text).
-        Values are escaped for the double-quoted strings they sit in (`{cell="$cell"}`)."""
-        return fill(self.query, cell=cell, taint_key=taint_key)
+        Values are escaped for the double-quoted strings they sit in (`{cell="$cell"}`). ValueError
+        when the query names `$gpu_node_label` and the selector is not one `key=value`."""
+        values = {"cell": cell, "taint_key": taint_key, "dedicated_taints": keys_regex(dedicated_taints)}
+        if "$gpu_node_" in self.query or "${gpu_node_" in self.query:
+            values["gpu_node_label"], values["gpu_node_value"] = ksm_label(gpu_node_selector)
+        return fill(self.query, **values)
 
 
 class DemandPolicy(Strict):

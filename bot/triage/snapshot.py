@@ -48,21 +48,31 @@ async def _ask(prom: PromQuery, promql: str, at: float, timeout: float) -> Resul
         return Failed(Why.TIMEOUT, f"waited {timeout:g}s")
 
 
+def _render(svc: Services, q: TriageQuery, cell: str) -> str | rules.Figure:
+    """``q`` for ``cell``, its node placeholders from levers.yaml's node_quarantine (the quarantine
+    budget's own GPU nodes and dedicated taints); a selector the row can't use fails that row only."""
+    nq = svc.policy.levers.node_quarantine
+    try:
+        return q.render(cell, nq.taint_key, nq.dedicated_taints, nq.gpu_node_selector)
+    except ValueError as e:
+        return rules.Figure(rules.State.failed, reason=str(e))
+
+
 async def run(svc: Services, cells: list[str]) -> tuple[float, list[Row]]:
     """Every query for every cell, concurrently: (the evaluation time, a row per query)."""
     prom = svc.prometheus
     if prom is None:
         raise Refusal("Triage needs Prometheus and PROMETHEUS_URL is not set; nothing was queried.")
     pol = svc.policy.queries
-    taint_key = svc.policy.levers.node_quarantine.taint_key
     at = svc.clock.now()
-    asks = [(q, cell) for q in pol.queries for cell in cells]
+    asks = [(q, cell, _render(svc, q, cell)) for q in pol.queries for cell in cells]
     answers = await asyncio.gather(
-        *(_ask(prom, q.render(cell, taint_key), at, pol.timeout_seconds) for q, cell in asks)
+        *(_ask(prom, promql, at, pol.timeout_seconds) for _, _, promql in asks if isinstance(promql, str))
     )
+    got = iter(answers)
     figures: dict[str, dict[str, rules.Figure]] = {q.name: {} for q in pol.queries}
-    for (q, cell), got in zip(asks, answers, strict=True):
-        f = rules.figure(got)
+    for q, cell, promql in asks:
+        f = rules.figure(next(got)) if isinstance(promql, str) else promql
         figures[q.name][cell] = f
         if f.state is rules.State.failed:
             log.warning("triage_query_failed", query=q.name, cell=cell, reason=f.reason)

@@ -306,6 +306,15 @@ def _event_time(ev: Mapping[str, Any]) -> float | None:
     return max(known) if known else None
 
 
+def _event_first(ev: Mapping[str, Any]) -> float | None:
+    """When the event was first seen: core/v1 firstTimestamp, else events.k8s.io's eventTime (a
+    series' first occurrence), else when the Event object was made."""
+    for t in (ev.get("firstTimestamp"), ev.get("eventTime"), _meta(ev).get("creationTimestamp")):
+        if (at := ts(t)) is not None:
+            return at
+    return None
+
+
 def _event_count(ev: Mapping[str, Any]) -> int:
     for n in (_dict(ev, "series").get("count"), ev.get("count")):
         if isinstance(n, int) and n > 0:
@@ -313,34 +322,50 @@ def _event_count(ev: Mapping[str, Any]) -> int:
     return 1
 
 
+def _objects(n: int) -> str:
+    return f"{n} object" + ("" if n == 1 else "s")
+
+
 async def events(client: CellClient, since: float, hours: float, limit: int) -> list[str]:
-    """Warning events (core/v1) seen since ``since``, grouped by reason, the most frequent first."""
+    """Warning events (core/v1) seen since ``since``, one line per object (involvedObject, or
+    events.k8s.io's regarding) and reason: how many, first and last seen, the latest message. The
+    event recorder keeps one Event object per message, so a pod's BackOff with another exit code is
+    another object: they are counted together. The most frequent first, at most ``limit`` lines,
+    then one line for the rest by reason: a storm on many pods is a count, not a page of lines."""
     items = await client.list_all("/api/v1/events", {"fieldSelector": "type=Warning"})
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
     for ev in items:
         when = _event_time(ev)
         if when is None or when < since:
             continue
         reason = str(ev.get("reason") or "(no reason)")
-        g = groups.setdefault(reason, {"count": 0, "objects": [], "last": 0.0, "message": ""})
-        g["count"] += _event_count(ev)
         obj = _dict(ev, "involvedObject") or _dict(ev, "regarding")
         ref = f"{obj.get('kind', '?')} " + "/".join(str(p) for p in (obj.get("namespace"), obj.get("name")) if p)
-        if ref not in g["objects"]:
-            g["objects"].append(ref)
+        g = groups.setdefault((ref, reason), {"count": 0, "first": when, "last": 0.0, "message": ""})
+        g["count"] += _event_count(ev)
+        g["first"] = min(g["first"], _event_first(ev) or when)
         if when >= g["last"]:
             g["last"], g["message"] = when, str(ev.get("message") or ev.get("note") or "")
     if not groups:
         ttl = " (the API server keeps events for its --event-ttl, 1h by default)" if hours > 1 else ""
         return [f"no Warning events in the last {rules.hours_label(hours)}{ttl}"]
-    ordered = sorted(groups.items(), key=lambda kv: (-kv[1]["count"], -kv[1]["last"]))
+    ordered = sorted(groups.items(), key=lambda kv: (-kv[1]["count"], -kv[1]["last"], kv[0]))
     out = []
-    for reason, g in ordered[:limit]:
-        objs = g["objects"]
-        on = objs[0] + (f" and {len(objs) - 1} more" if len(objs) > 1 else "")
+    for (ref, reason), g in ordered[:limit]:
+        first, last = hhmm(g["first"]), hhmm(g["last"])
+        seen = f"at {last} UTC" if first == last else f"first {first}, last {last} UTC"
         msg = f": {_cut(g['message'], 140)}" if g["message"] else ""
-        out.append(f"{quote(reason)} ×{g['count']} on {quote(on)}, last {hhmm(g['last'])} UTC{quote(msg)}")
-    return out + _more(limit, len(ordered), "reasons")
+        out.append(f"{quote(reason)} ×{g['count']} on {quote(ref)}, {seen}{quote(msg)}")
+    rest: dict[str, list[int]] = {}  # reason: [events, objects]
+    for (_, reason), g in ordered[limit:]:
+        r = rest.setdefault(reason, [0, 0])
+        r[0] += g["count"]
+        r[1] += 1
+    if rest:
+        by = sorted(rest.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        said = "; ".join(f"{quote(reason)} ×{n} on {_objects(k)}" for reason, (n, k) in by[:3])
+        out.append(f"… and {len(ordered) - limit} more: {said}" + ("; …" if len(by) > 3 else ""))
+    return out
 
 
 # ------------------------------------------------------------------------------- firebreak's levers

@@ -84,6 +84,9 @@ class JobSetSuspend(Lever):
         Access.on(kind, "get", "patch"),  # read (and verify's wait for Kueue), spec.suspend when not queued
         # A Kueue-queued one: find its Workload by owner uid (list), deactivate it, read back, undo.
         Access.on(WORKLOAD, "get", "list", "patch"),
+        # The price runs from the later of the checkpoint and the current attempt's start: its Jobs'
+        # status.startTime (levers/gangs.py last_start).
+        Access("batch", "jobs", ("list",)),
     )
     summary = "JobSet spec.suspend=true (a Kueue-queued one through its Workload, spec.active=false)"
 

@@ -8,6 +8,9 @@ Undo removes only what the lever added: its taint (matched by key, effect and
 value) and its reason/ticket labels while they still hold its values. Taints and
 labels added since (a `kubectl cordon`, a node.kubernetes.io/not-ready taint)
 stay; a taint the lever overwrote (same key and effect) is put back.
+
+The price is what a NoSchedule taint does: it closes the node's GPUs to new pods and evicts nothing,
+so the training gangs with pods on the node are named as running on, with no GPU-hours lost.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ from pydantic import field_validator
 from bot.policy.levers import LeverRule
 from levers import budgets, gangs, returngate
 from levers.base import Access, Ctx, Kind, Lever, NoParams, Target, Verified
-from levers.catalogue.jobset import QUEUE_LABEL, WORKLOAD, JobSetSuspend, owned_by
+from levers.catalogue.jobset import JOB_UID_LABEL, QUEUE_LABEL, WORKLOAD, JobSetSuspend, finished, owned_by
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import ABSENT, ANNOTATIONS, LABELS, Plan, container_pre, is_absent, ptr, read, restore_ops
-from levers.price import Cost, Price
+from levers.price import GPU_HOURS, Cost, Price
 
 POD = Kind("Pod", "", "v1", "pods", namespaced=True)
 JOBSET = JobSetSuspend.kind
@@ -80,6 +83,28 @@ def _had(pre: dict[str, Any], ours: dict[str, Any]) -> bool:
     return any(_same(t, ours) for t in _taints(pre.get(TAINTS, ABSENT)))
 
 
+def _schedulable_gpus(node: dict[str, Any], name: str) -> Cost:
+    """The node's GPUs the taint closes to new pods: its status.allocatable nvidia.com/gpu. Unknown,
+    with why, when the node hands out its GPUs another way (MIG profiles, another vendor, DRA)."""
+    what = f"Node {name}: GPUs closed to new pods"
+    alloc = (node.get("status") or {}).get("allocatable")
+    alloc = alloc if isinstance(alloc, dict) else {}
+    if gangs.GPU not in alloc:
+        others = sorted(k for k in alloc if "gpu" in k or k.startswith("nvidia.com/mig-"))
+        why = (
+            f"status.allocatable has {', '.join(others)}, not {gangs.GPU}"
+            if others
+            else f"no {gangs.GPU} in status.allocatable (GPUs handed out through DRA are not read)"
+        )
+        return Cost(what=what, unit="GPUs", value=None, how=why)
+    raw = str(alloc[gangs.GPU])
+    if not raw.isdigit():
+        return Cost(
+            what=what, unit="GPUs", value=None, how=f"status.allocatable {gangs.GPU}={raw!r}, not a whole number"
+        )
+    return Cost(what=what, unit="GPUs", value=int(raw), how=f"status.allocatable {gangs.GPU}")
+
+
 class NodeQuarantine(Lever):
     name = "node-quarantine"
     default_rule = LeverRule(roles=["ops"])
@@ -112,44 +137,97 @@ class NodeQuarantine(Lever):
         return merge_plan(self, ctx, obj, changes, f"tainted {key}={p.reason}:NoSchedule, ticket {ticket}", pre)
 
     async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
-        """The training gangs with pods on the node: their GPUs and the GPU-hours since their last
-        checkpoint, lost when the gang restarts elsewhere (levers/gangs.py)."""
+        """What the taint blocks: the node's GPUs, closed to new pods. A NoSchedule taint evicts
+        nothing (the scheduler keeps new pods off; only NoExecute makes the taint manager evict), so
+        the training gangs with pods on the node keep running and lose no progress: they are named,
+        with their GPUs there, and the GPU-hours lost are 0."""
+        node = ctx.target.name
+        costs = [
+            _schedulable_gpus(obj, node),
+            Cost(
+                what=f"Node {node}: training progress lost",
+                unit=GPU_HOURS,
+                value=0,
+                how="a NoSchedule taint evicts nothing: the pods on it keep running",
+            ),
+        ]
+        notes: list[str] = []
+        if (obj.get("spec") or {}).get("unschedulable") is True:
+            notes.append(f"{node} is already cordoned (spec.unschedulable): new pods are kept off it either way")
         names = ctx.policy.namespaces.get(self.name) or []
         if not names:
-            return Price(notes=(f"policies/levers.yaml `namespaces` names none for {self.name}: no pods read",))
-        costs: list[Cost] = []
-        notes: list[str] = []
+            notes.append(f"policies/levers.yaml `namespaces` names none for {self.name}: no pods read")
+            return Price(costs=tuple(costs), notes=tuple(notes))
+        kept: list[str] = []
         for ns in names:
             try:
                 pods = await ctx.kube.list_all(
-                    f"/api/v1/namespaces/{ns}/pods", {"fieldSelector": f"spec.nodeName={ctx.target.name}"}
+                    f"/api/v1/namespaces/{ns}/pods", {"fieldSelector": f"spec.nodeName={node}"}
                 )
             except KubeError as e:
-                notes.append(f"could not list the pods on {ctx.target.name} in {ns}: {e}")
+                notes.append(f"could not list the pods on {node} in {ns}: {e}")
                 continue
             running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")]
-            labels = [(p["metadata"].get("labels") or {}).get(gangs.JOBSET_LABEL) for p in running]
-            for js_name in sorted({str(n) for n in labels if n}):
-                costs += await self._gang(ctx, ns, js_name, notes)
-        if not costs:
-            notes.append(f"no training gang has pods on {ctx.target.name} (namespaces read: {', '.join(names)})")
+            by_gang: dict[str, list[dict[str, Any]]] = {}
+            for p in running:
+                js_name = (p["metadata"].get("labels") or {}).get(gangs.JOBSET_LABEL)
+                if js_name:
+                    by_gang.setdefault(str(js_name), []).append(p)
+            for js_name in sorted(by_gang):
+                kept.append(await self._kept(ctx, ns, js_name, by_gang[js_name], notes))
+        if kept:
+            notes += [f"{k} keeps running on {node}" for k in kept]
+        else:
+            notes.append(f"no training gang has pods on {node} (namespaces read: {', '.join(names)})")
         return Price(costs=tuple(costs), notes=tuple(notes))
 
-    async def _gang(self, ctx: Ctx, ns: str, name: str, notes: list[str]) -> list[Cost]:
+    async def _kept(self, ctx: Ctx, ns: str, name: str, pods: list[dict[str, Any]], notes: list[str]) -> str:
+        """One gang with pods on the node, as the price names it: `JobSet ns/name (8 of its 512 GPUs there, 1 pod)`."""
+        node = ctx.target.name
+        try:
+            here: int | None = sum(
+                gangs.pod_gpus(p.get("spec") or {}, f"pod {ns}/{p['metadata']['name']}") for p in pods
+            )
+        except gangs.Unreadable as e:
+            here = None
+            notes.append(str(e))
+        total: int | None = None
         try:
             js = await ctx.kube.get(JOBSET.path(Target(ns, name)))
-            wl = None
-            if QUEUE_LABEL in ((js.get("metadata") or {}).get("labels") or {}):
-                version = await ctx.kube.served_version(WORKLOAD.group, WORKLOAD.versions)
-                if version is not None:
-                    listing = f"/apis/{WORKLOAD.group}/{version}/namespaces/{ns}/{WORKLOAD.plural}"
-                    uid = js["metadata"].get("uid")
-                    owned = [w for w in await ctx.kube.list_all(listing, {}) if owned_by(w, uid)]
-                    wl = owned[0] if len(owned) == 1 else None
+            wl = await self._workload(ctx, ns, js)
+            total = gangs.workload_gpus(wl) if wl is not None else gangs.jobset_gpus(js)
         except KubeError as e:
-            notes.append(f"could not read JobSet {ns}/{name} (pods on {ctx.target.name}): {e}")
-            return []
-        return await gangs.gang_costs(ctx, js, wl, f"(pods on {ctx.target.name})")
+            notes.append(f"could not read JobSet {ns}/{name} (pods on {node}): {e}")
+        except (gangs.Unreadable, ValueError, TypeError) as e:
+            notes.append(
+                f"JobSet {ns}/{name}: {e}"
+                if isinstance(e, gangs.Unreadable)
+                else f"JobSet {ns}/{name}: its replicas or parallelism are not numbers"
+            )
+        of = f" of its {total}" if total is not None else ""
+        count = f"{len(pods)} pod" + ("" if len(pods) == 1 else "s")
+        return f"JobSet {ns}/{name} ({'unknown' if here is None else here}{of} GPUs there, {count})"
+
+    async def _workload(self, ctx: Ctx, ns: str, js: dict[str, Any]) -> dict[str, Any] | None:
+        """The gang's live Kueue Workload (its podSets are the gang's GPUs), or None when it is not
+        queued or has not exactly one. Listed by the job-uid label Kueue puts on each Workload it makes
+        for a job (kueue v0.17.0 pkg/controller/jobframework/reconciler.go, constants.JobUIDLabel),
+        not the whole namespace."""
+        if QUEUE_LABEL not in ((js.get("metadata") or {}).get("labels") or {}):
+            return None
+        uid = js["metadata"].get("uid")
+        version = await ctx.kube.served_version(WORKLOAD.group, WORKLOAD.versions, WORKLOAD.plural)
+        if version is None or not uid:
+            return None
+        listing = f"/apis/{WORKLOAD.group}/{version}/namespaces/{ns}/{WORKLOAD.plural}"
+        selected = await ctx.kube.list_all(listing, {"labelSelector": f"{JOB_UID_LABEL}={uid}"})
+        # A finished Workload keeps its podSets but runs nothing; one being deleted admits nothing.
+        live = [
+            w
+            for w in selected
+            if owned_by(w, uid) and not w["metadata"].get("deletionTimestamp") and finished(w) is None
+        ]
+        return live[0] if len(live) == 1 else None
 
     async def check(self, ctx: Ctx, plan: Plan, obj: dict[str, Any]) -> None:
         await budgets.check_rate(ctx)
@@ -217,6 +295,6 @@ class NodeQuarantine(Lever):
         await budgets.freed(ctx)
 
     async def undo_check(self, ctx: Ctx, since: float) -> Verified | None:
-        """The return gate (levers/returngate.py): Ready, no fatal XID, ECC DBE or row-remap failure since."""
+        """The return gate (levers/returngate.py): Ready; no new fatal XID, ECC DBE or row remap since."""
         gate = await returngate.check(ctx.svc, await ctx.kube.get(self.path(ctx)), ctx.cell, since)
         return Verified(gate.ok, gate.text)

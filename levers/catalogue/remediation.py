@@ -1,10 +1,16 @@
 """remediation-pause: stop a Medik8s NodeHealthCheck from starting new remediations.
 
 "Automation can be the outage": a bad exporter makes NodeHealthCheck cordon and reboot half a cell.
-NHC's own brake is `spec.pauseRequests` (free-form entries, one per party that wants it paused):
-while the list is not empty no new remediation starts and the running ones finish. The lever adds
-`firebreak:<INC-n>` and its undo removes only that entry, wherever it sits by then: entries others
-added (an upgrade operator's, a person's), before or after, stay.
+NHC's own brake is `spec.pauseRequests` (free-form entries, one per party that wants it paused).
+What a pause does (medik8s/node-healthcheck-operator v0.9.0, controllers/nodehealthcheck_controller.go):
+Reconcile zeroes status.observedNodes and healthyNodes first (L179-181) and returns at the pause
+(L260-266) before anything else, so no remediation object is created, none is deleted (a node that
+heals keeps its SelfNodeRemediation / FenceAgentsRemediation, whose remediator keeps its NoSchedule
+taint until the object is deleted), status.unhealthyNodes stays as it was and the counts read 0;
+patchStatus then reports phase `Paused`, reason "NHC is paused: <entries>" (L731-733). Remediations
+already started are not stopped: their remediators carry on. The lever adds `firebreak:<INC-n>` and its
+undo removes only that entry, wherever it sits by then: entries others added (an upgrade operator's,
+a person's), before or after, stay.
 
 The list has no list-type marker in the CRD, so a merge patch would replace it whole (and drop an
 entry someone added in between). The lever sends a JSON patch instead: `test` the list as read,
@@ -14,6 +20,7 @@ someone else just created). The undo tests the entry at its index, then removes 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from bot.chat import quote
@@ -57,56 +64,128 @@ def _entry(changes: dict[str, Any]) -> str | None:
     return after[-1] if isinstance(after, list) and after else None
 
 
+PAUSED, DISABLED = "Paused", "Disabled"  # api/v1alpha1/nodehealthcheck_types.go PhasePaused, PhaseDisabled
+PAUSED_REASON = "NHC is paused: "  # patchStatus (L733): the entries joined by ","
+STAYS_FENCED = (
+    "the pause does not stop them (their remediator carries on), and while paused NodeHealthCheck does not "
+    "delete the remediation object of a node that heals, so its remediator keeps that node out of service "
+    "(its NoSchedule taint) until the pause ends"
+)
+
+
+def _names(ns: list[str]) -> str:
+    return ", ".join(ns[:5]) + (", …" if len(ns) > 5 else "") if ns else "none"
+
+
+def _status(obj: dict[str, Any]) -> dict[str, Any]:
+    raw = obj.get("status")
+    return raw if isinstance(raw, dict) else {}
+
+
+def paused_by(obj: dict[str, Any]) -> list[str] | None:
+    """Who has the NodeHealthCheck paused now (spec.pauseRequests, else a `Paused` phase with its
+    entries unknown: []); None when it is not paused."""
+    spec = obj.get("spec")
+    got = spec.get("pauseRequests") if isinstance(spec, dict) else None
+    if isinstance(got, list) and got:
+        return [str(x) for x in got]
+    return [] if _status(obj).get("phase") == PAUSED else None
+
+
+def _unhealthy(obj: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """status.unhealthyNodes as entries with a name (None: not such a list)."""
+    got = _status(obj).get("unhealthyNodes", [])
+    if not isinstance(got, list) or not all(isinstance(u, dict) and u.get("name") for u in got):
+        return None
+    return got
+
+
 def held_back(name: str, obj: dict[str, Any]) -> Price:
-    """What the pause holds back, from the NHC's own status: the nodes it watches (none is remediated
-    automatically while paused), the remediations in flight (they finish) and the unhealthy nodes no
-    remediation was started for yet. Only what the status reports; nothing guessed."""
+    """What the pause holds back, from the NodeHealthCheck's status read before the pause: the nodes it
+    watches (none is remediated automatically while paused), the nodes under remediation (not stopped;
+    one that heals stays fenced until the pause ends) and the unhealthy nodes no remediation was started
+    for yet. Only what the status reports; nothing guessed. A NodeHealthCheck already paused reports 0
+    nodes (Reconcile zeroes the counts and returns at the pause, v0.9.0 L179-181, L260-266): that 0 is
+    never given as a count."""
     raw = obj.get("status")
     watched = f"nodes NodeHealthCheck {name} watches, none remediated automatically while paused"
-    flight = "remediations in flight (they finish)"
+    going_what = "nodes under remediation (not stopped; one that heals stays fenced until the pause ends)"
     waiting = "unhealthy nodes with no remediation started yet, held back"
     if not isinstance(raw, dict) or not raw:
         why = "the NodeHealthCheck has no status (its controller has not reported)"
-        return Price(costs=tuple(Cost(what=w, unit="nodes", value=None, how=why) for w in (watched, flight)))
+        return Price(costs=tuple(Cost(what=w, unit="nodes", value=None, how=why) for w in (watched, going_what)))
+    already = paused_by(obj)
     observed, healthy = raw.get("observedNodes"), raw.get("healthyNodes")
-    if isinstance(observed, int):
+    if already is not None:
+        by = f" by {quote(', '.join(already))}" if already else ""
+        why = f"already paused{by}: NodeHealthCheck reports 0 nodes while paused, so how many it watches is not known"
+        costs = [Cost(what=watched, unit="nodes", value=None, how=why)]
+    elif isinstance(observed, int):
         state = f"{healthy} healthy now" if isinstance(healthy, int) else "status.healthyNodes not reported"
         costs = [Cost(what=watched, unit="nodes", value=float(observed), how=state)]
     else:
         costs = [Cost(what=watched, unit="nodes", value=None, how="status.observedNodes is not a count")]
-    unhealthy = raw.get("unhealthyNodes", [])
-    if not isinstance(unhealthy, list) or not all(isinstance(u, dict) and u.get("name") for u in unhealthy):
-        why = f"status.unhealthyNodes is not a list of nodes ({quote(str(unhealthy)[:60])})"
-        return Price(costs=(*costs, Cost(what=flight, unit="nodes", value=None, how=why)))
+    unhealthy = _unhealthy(obj)
+    if unhealthy is None:
+        why = f"status.unhealthyNodes is not a list of nodes ({quote(str(raw.get('unhealthyNodes'))[:60])})"
+        return Price(costs=(*costs, Cost(what=going_what, unit="nodes", value=None, how=why)))
     going = [str(u["name"]) for u in unhealthy if u.get("remediations")]
     held = [str(u["name"]) for u in unhealthy if not u.get("remediations")]
-
-    def names(ns: list[str]) -> str:
-        return ", ".join(ns[:5]) + (", …" if len(ns) > 5 else "") if ns else "none"
-
-    costs.append(Cost(what=flight, unit="nodes", value=float(len(going)), how=names(going)))
+    # While paused, status.unhealthyNodes is left as it was when the pause began.
+    then = " (as of the earlier pause)" if already is not None else ""
+    costs.append(Cost(what=going_what, unit="nodes", value=float(len(going)), how=_names(going) + then))
     if held:
-        costs.append(Cost(what=waiting, unit="nodes", value=float(len(held)), how=names(held)))
+        costs.append(Cost(what=waiting, unit="nodes", value=float(len(held)), how=_names(held) + then))
     return Price(costs=tuple(costs))
 
 
-def _status_note(obj: dict[str, Any]) -> str | None:
-    """What the NHC's own status says it watches and is remediating now (only what it reports)."""
-    raw = obj.get("status")
-    status: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    parts = []
-    if isinstance(status.get("observedNodes"), int):
-        healthy = status.get("healthyNodes")
-        parts.append(
-            f"watches {status['observedNodes']} node(s)" + (f", {healthy} healthy" if isinstance(healthy, int) else "")
+def _remediation(u: dict[str, Any]) -> str:
+    """`gpu-1 (SelfNodeRemediation medik8s/gpu-1-x7k2p)`: the node and its remediation objects."""
+    objs = []
+    for r in u.get("remediations") or []:
+        res = r.get("resource") if isinstance(r, dict) else None
+        if isinstance(res, dict):
+            where = f"{res['namespace']}/" if res.get("namespace") else ""
+            objs.append(f"{res.get('kind', '?')} {where}{res.get('name', '?')}")
+    return f"{u['name']} ({', '.join(objs)})" if objs else str(u["name"])
+
+
+def _status_notes(obj: dict[str, Any]) -> list[str]:
+    """What the NodeHealthCheck's own status says it watches and which nodes are under remediation,
+    and what the pause does to each (only what it reports)."""
+    status = _status(obj)
+    notes = []
+    already = paused_by(obj)
+    if already is not None:
+        by = f" by {quote(', '.join(already))}" if already else ""
+        notes.append(
+            f"NodeHealthCheck is already paused{by}: while paused it reports 0 nodes watched and keeps "
+            "status.unhealthyNodes as it was when that pause began, so what it says of its nodes is as of then."
         )
-    unhealthy = [str(u["name"]) for u in status.get("unhealthyNodes") or [] if isinstance(u, dict) and u.get("name")]
-    if unhealthy:
-        shown = ", ".join(unhealthy[:5]) + (", …" if len(unhealthy) > 5 else "")
-        parts.append(f"{len(unhealthy)} being remediated now keep going ({quote(shown)})")
-    if status.get("phase"):
-        parts.append(f"phase {quote(str(status['phase']))}")
-    return "NodeHealthCheck status: " + "; ".join(parts) if parts else None
+    elif isinstance(status.get("observedNodes"), int):
+        healthy = status.get("healthyNodes")
+        phase = f"; phase {quote(str(status['phase']))}" if status.get("phase") else ""
+        counts = f", {healthy} healthy" if isinstance(healthy, int) else ""
+        notes.append(f"NodeHealthCheck status: watches {status['observedNodes']} node(s){counts}{phase}.")
+    unhealthy = _unhealthy(obj) or []
+    going = [u for u in unhealthy if u.get("remediations")]
+    healed = [str(u["name"]) for u in going if u.get("conditionsHealthyTimestamp")]
+    held = [str(u["name"]) for u in unhealthy if not u.get("remediations")]
+    if going:
+        shown = ", ".join(_remediation(u) for u in going[:5]) + (", …" if len(going) > 5 else "")
+        notes.append(f"Under remediation now ({len(going)}): {quote(shown)}; {STAYS_FENCED}.")
+    if healed:
+        # conditionsHealthyTimestamp: healthy again, its objects already deleted and waiting on the
+        # remediator's finalizer (v0.9.0 L295-296): the pause does not hold that back.
+        notes.append(
+            f"Healthy again, remediation object already being deleted ({len(healed)}): {quote(_names(healed))}: "
+            "the pause does not hold that back."
+        )
+    if held:
+        notes.append(
+            f"Unhealthy with no remediation started ({len(held)}): {quote(_names(held))}: none starts while paused."
+        )
+    return notes
 
 
 class RemediationPause(Lever):
@@ -158,8 +237,7 @@ class RemediationPause(Lever):
             ]
         ops += provenance_ops(pre, ctx.req_id, ctx.incident)
         call = self.json_patch_call(ctx, ops)
-        if (status := _status_note(obj)) is not None:
-            notes.append(status)
+        notes += _status_notes(obj)
         others = f" (with {quote(', '.join(current))})" if current else ""
         return Plan([call], changes, pre, f"spec.pauseRequests +{entry}{others}", notes=notes)
 
@@ -167,11 +245,48 @@ class RemediationPause(Lever):
         return held_back(ctx.target.name, obj)
 
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
+        """The entry landed, then NodeHealthCheck's own word: phase `Paused` with the entry in its reason
+        (patchStatus, v0.9.0 L731-733), within rollout_verify_seconds."""
         entry = _entry(plan.changes)
         now = read(after, PAUSES)
         if not isinstance(now, list) or entry not in now:
             return Verified(False, f"read back: spec.pauseRequests has no {entry}")
-        return Verified(True, f"paused: spec.pauseRequests is {quote(', '.join(now))}; running remediations finish")
+        wrote = f"spec.pauseRequests is {quote(', '.join(now))}"
+        if not _status(after).get("lastUpdateTime"):
+            # patchStatus stamps lastUpdateTime on every status it writes: none means no operator has
+            # reconciled this NodeHealthCheck, so it has started nothing, and it reads the pause first.
+            return Verified(
+                True,
+                f"{wrote}; no NodeHealthCheck operator has reported on it yet (no status.lastUpdateTime): "
+                "it starts no remediation before it does, and then finds it paused",
+            )
+        seconds = ctx.policy.rollout_verify_seconds
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        obj = after
+        while True:
+            status = _status(obj)
+            phase, reason = status.get("phase"), str(status.get("reason") or "")
+            if phase == PAUSED and entry in reason.removeprefix(PAUSED_REASON).split(","):
+                return Verified(
+                    True, f"{wrote}; NodeHealthCheck reports phase Paused ({quote(reason)}): no new remediation starts"
+                )
+            if phase == DISABLED:
+                # Disabled wins over Paused in patchStatus (L728-730): it remediates nothing either way.
+                return Verified(
+                    True, f"{wrote}; NodeHealthCheck reports phase Disabled ({quote(reason)}): it remediates nothing"
+                )
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+            obj = await ctx.kube.get(self.path(ctx))
+        seen = f"phase {quote(str(phase))} ({quote(reason)})" if phase else "no phase"
+        return Verified(
+            False,
+            f"{wrote}, but after {seconds:g}s NodeHealthCheck reports {seen}, not Paused by {entry}: is its operator "
+            f"running? Check `kubectl --context {ctx.context} get nodehealthcheck {ctx.target.name} "
+            "-o jsonpath='{.status.phase}'`",
+        )
 
     def undo_ops(self, changes: dict[str, Any], pre_state: dict[str, Any], current: dict[str, Any]) -> list[Any]:
         entry = _entry(changes)

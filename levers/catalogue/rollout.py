@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
+from bot.clock import hhmm
 from bot.policy.levers import LeverRule, LeversPolicy
+from levers import recheck
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified
 from levers.kube import KubeError
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
@@ -44,21 +47,41 @@ HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelK
 REVISION = "rollout.argoproj.io/revision"  # annotations.RevisionAnnotation, on each ReplicaSet
 
 
-def verify_window(policy: LeversPolicy, target: str, ro: dict[str, Any]) -> tuple[float, str]:
-    """How long verify waits for Argo, and why: the policy's value for this rollout, else the rollout's
-    own spec.progressDeadlineSeconds (a model server may take minutes to load), else the policy default.
-    Kept below stuck_after_seconds, so the in-flight timer never settles a request still verifying."""
-    deadline = (ro.get("spec") or {}).get("progressDeadlineSeconds")
-    if target in policy.rollout_verify_by_rollout:
-        window, why = policy.rollout_verify_by_rollout[target], "policy rollout_verify_by_rollout"
-    elif isinstance(deadline, int) and deadline > 0:
-        window, why = float(deadline), "the rollout's progressDeadlineSeconds"
+# defaults.DefaultProgressDeadlineSeconds: what Argo applies when spec.progressDeadlineSeconds is unset
+# (utils/defaults/defaults.go GetProgressDeadlineSecondsOrDefault, v1.10.1; the CRD has no default).
+ARGO_PROGRESS_DEADLINE = 600
+
+
+@dataclass(frozen=True)
+class Window:
+    wait: float  # how long the pull waits for Argo before it answers
+    wait_why: str
+    deadline: float  # when Argo's own window ends, from the apply: the verdict is read again then
+    deadline_why: str
+
+
+def verify_window(policy: LeversPolicy, target: str, ro: dict[str, Any]) -> Window:
+    """How long verify waits for Argo, and until when Argo may still settle the abort: its progress
+    deadline (the rollout's spec.progressDeadlineSeconds, else Argo's 600 s; a model server may take
+    minutes to load). The pull waits the policy's value for this rollout, else rollout_verify_seconds, at
+    most that deadline and below stuck_after_seconds (so the in-flight timer never settles a request still
+    verifying); a verdict still open then is read again when the deadline ends (levers/recheck.py)."""
+    pds = (ro.get("spec") or {}).get("progressDeadlineSeconds")
+    if isinstance(pds, int) and pds > 0:
+        deadline, deadline_why = float(pds), f"the rollout's progressDeadlineSeconds, {pds}s"
     else:
-        window, why = policy.rollout_verify_seconds, "policy rollout_verify_seconds"
+        deadline = float(ARGO_PROGRESS_DEADLINE)
+        deadline_why = f"Argo's default progress deadline, {ARGO_PROGRESS_DEADLINE}s"
+    if target in policy.rollout_verify_by_rollout:
+        wait, why = policy.rollout_verify_by_rollout[target], "policy rollout_verify_by_rollout"
+    else:
+        wait, why = policy.rollout_verify_seconds, "policy rollout_verify_seconds"
+    if wait > deadline:
+        wait, why = deadline, deadline_why
     cap = max(policy.stuck_after_seconds - 2 * policy.api_timeout_seconds, 0)
-    if window > cap:
-        window, why = cap, f"{why}, capped below stuck_after_seconds"
-    return window, why
+    if wait > cap:
+        wait, why = cap, f"{why}, capped below stuck_after_seconds"
+    return Window(wait, why, deadline, deadline_why)
 
 
 def stable_share(obj: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -159,9 +182,15 @@ class RolloutAbort(Lever):
             f"{abort.kubectl}  # = {' '.join(shlex.quote(p) for p in plugin)}",
         )
         changes["/status/abort"] = True
-        window, why = verify_window(ctx.policy, str(ctx.target), obj)
+        w = verify_window(ctx.policy, str(ctx.target), obj)
         plan = Plan([annotate, abort], changes, pre, "abort=true")
-        plan.notes.append(f"verify waits up to {window:g}s for Argo to settle the abort ({why})")
+        later = (
+            f"; if Argo has not settled it by then, Firebreak checks again when its progress deadline ends, "
+            f"{w.deadline:g}s after applying ({w.deadline_why})"
+            if w.deadline > w.wait
+            else ""
+        )
+        plan.notes.append(f"verify waits up to {w.wait:g}s for Argo to settle the abort ({w.wait_why}){later}")
         return plan
 
     async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
@@ -257,11 +286,23 @@ class RolloutAbort(Lever):
                 seen.append("no pod of the aborted revision left")
         return unmet, seen
 
+    async def settled(self, ctx: Ctx, ro: dict[str, Any], why: str) -> Verified:
+        """One read of Argo's status, when its window (``why``) has ended (levers/recheck.py)."""
+        if read(ro, "/status/abort") is not True:
+            return Verified(False, "status.abort is no longer set (the rollout was retried or promoted since)")
+        unmet, seen = await self._unmet(ctx, ro)
+        if not unmet:
+            return Verified(True, "aborted; " + "; ".join(seen))
+        watch = f"kubectl argo rollouts get rollout {ctx.target.name} -n {ctx.target.namespace}"
+        return Verified(False, f"{'; '.join(unmet)}: watch `{watch}`")
+
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:
-        # Nothing here reconciles: the Argo controller does, so give it a bounded while.
+        # Nothing here reconciles: the Argo controller does, so give it a bounded while, and read it
+        # again when its progress deadline ends if that is later.
         loop = asyncio.get_running_loop()
-        window, _ = verify_window(ctx.policy, str(ctx.target), after)
-        deadline = loop.time() + window
+        applied = ctx.svc.clock.now()
+        w = verify_window(ctx.policy, str(ctx.target), after)
+        deadline = loop.time() + w.wait
         unmet: list[str] = []
         while True:
             aborted = read(after, "/status/abort") is True
@@ -275,8 +316,16 @@ class RolloutAbort(Lever):
             after = await ctx.kube.get(self.path(ctx))
         if not aborted:
             return Verified(False, "status.abort is not set on read-back")
+        if w.deadline > w.wait:
+            due = applied + w.deadline
+            await recheck.at(ctx, due, "rollout", f"the progress deadline ({w.deadline_why})")
+            return Verified(
+                False,
+                f"abort set, but {'; '.join(unmet)} after {w.wait:g}s. Argo may still settle it until "
+                f"{hhmm(due)} UTC ({w.deadline_why}): Firebreak checks again then and posts the verdict here",
+            )
         return Verified(
             False,
-            f"abort set, but {'; '.join(unmet)} after {window:g}s: "
+            f"abort set, but {'; '.join(unmet)} after {w.wait:g}s: "
             f"watch `kubectl argo rollouts get rollout {ctx.target.name} -n {ctx.target.namespace}`",
         )

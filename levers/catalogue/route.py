@@ -32,6 +32,12 @@ from levers.price import Cost, Price, show
 from levers.store import lever_store
 
 _WEIGHT = re.compile(r"^/spec/rules/(\d+)/backendRefs/(\d+)/weight$")
+# What policy price.route-weight.rate_query reads by default: every route's requests to a backend's cell.
+CELL_RATE = "its cell's vLLM finished requests, all routes"
+
+
+async def _no_route_query() -> tuple[float | None, str]:
+    return None, "no policy price.route-weight.route_rate_query"
 
 
 class RouteParams(NoParams):
@@ -187,22 +193,41 @@ class RouteWeight(Lever):
                 how=f"{share * 100:.1f}% → {share_after * 100:.1f}% (weights {current}/{total} → {new}/{after})",
             )
         ]
-        rates = await self._rates(ctx, [str(refs[j].get("name")) for j in [i, *others]])
+        names = [str(refs[j].get("name")) for j in [i, *others]]
+        route_q = ctx.policy.price.route_weight.render_route(ctx.target.namespace or "", ctx.target.name, r)
+        rates, route_rate = await asyncio.gather(
+            self._rates(ctx, names),
+            pricing.figure(ctx.svc, route_q) if route_q is not None else _no_route_query(),
+        )
         moved: float | None
-        if down:
+        what = f"traffic moved {'off' if down else 'onto'} {name}"
+        if route_q is not None:
+            # This route's own requests: the share the step moves of them is exact, whatever else the
+            # backends' cells serve.
+            rate, why = route_rate
+            moved = None if rate is None else rate * abs(share - share_after)
+            how = (
+                f"this route's rate: {why}"
+                if rate is None
+                else f"this route's {show(rate)} req/s (policy price.route-weight.route_rate_query) x "
+                f"{abs(share - share_after) * 100:.1f}% of its traffic"
+            )
+        elif down:
             rate, why = rates[name]
             # The backend keeps share_after/share of its traffic (down: share > 0, its weight was > 0).
             taken = 1 - share_after / share
             moved = None if rate is None else rate * taken
-            how = why if rate is None else f"{name} serves {show(rate)} req/s now; the step takes {taken:.0%}"
-            what = f"traffic moved off {name}"
+            how = (
+                why
+                if rate is None
+                else f"{name} serves {show(rate)} req/s now ({CELL_RATE}); the step takes {taken:.0%}"
+            )
         else:
             known = [rates[str(refs[j].get("name"))] for j in others]
             unread = [f"{refs[j].get('name')}: {w}" for j, (v, w) in zip(others, known, strict=True) if v is None]
             growth = 1 - total / after if after else 0.0
             moved = None if unread else sum(v or 0.0 for v, _ in known) * growth
-            how = "; ".join(unread) or f"{growth:.0%} of the other backends' traffic comes back to {name}"
-            what = f"traffic moved onto {name}"
+            how = "; ".join(unread) or f"{growth:.0%} of the other backends' traffic comes back to {name} ({CELL_RATE})"
         costs.append(Cost(what=what, unit="req/s", value=None if moved is None else round(moved, 2), how=how))
         receivers = others if down else [i]
         recv_weight = sum(weights[j] for j in receivers)
@@ -215,10 +240,10 @@ class RouteWeight(Lever):
             if rate is None:
                 load = f"request rate unknown ({why})"
             elif moved is None:
-                load = f"{show(rate)} req/s now, after the step unknown (the rate moved is unknown)"
+                load = f"{show(rate)} req/s now ({CELL_RATE}), after the step unknown (the rate moved is unknown)"
             else:
                 gain = moved if not down else moved * weights[j] / recv_weight
-                load = f"{show(rate)} → {show(rate + gain)} req/s after the step"
+                load = f"{show(rate)} → {show(rate + gain)} req/s after the step ({CELL_RATE})"
             burn = f"; TTFT burn 1h {headroom.burn_text(burns[cell])}" if cell in burns else ""
             notes.append(f"receiver {rname} ({cell or 'cell unknown'}): {load}{burn}")
         return Price(costs=tuple(costs), notes=tuple(notes))

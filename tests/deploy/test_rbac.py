@@ -102,7 +102,7 @@ def test_the_generator_refuses_a_namespaced_lever_the_policy_gives_no_namespace(
 
 
 def test_a_granted_verb_no_lever_uses_fails():
-    # Without keda-pause, its ScaledObject and /scale grants are used by nobody.
+    # Without keda-pause, its ScaledObject, /scale and HPA grants are used by nobody.
     others = [lever for lever in LEVERS.values() if lever.name != "keda-pause"]
     unused, missing = rbac_diff(granted(cell_rbac()), needed(others))
     assert not missing
@@ -113,6 +113,7 @@ def test_a_granted_verb_no_lever_uses_fails():
         ("apps", "deployments/scale", "get", None, ns),
         ("apps", "statefulsets/scale", "get", None, ns),
         ("argoproj.io", "rollouts/scale", "get", None, ns),
+        ("autoscaling", "horizontalpodautoscalers", "get", None, ns),
     }
     # One verb too many on a rule that is otherwise needed.
     rbac = cell_rbac()

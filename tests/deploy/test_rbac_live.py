@@ -19,10 +19,48 @@ from levers import hooks
 from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.store import lever_store
+from tests.support import extra_crds
 from tests.support.deploy import Grant, granted, of_kind, render
 from tests.support.levers import MODEL, OPS, SEC, replace_hook, say
 
 NS = "serve-chat"
+
+
+@pytest.fixture(autouse=True)
+def cni_and_flux(tmp_path_factory, monkeypatch) -> None:
+    """The cells serve Cilium's, Calico's and Flux's kinds, so sandbox-quarantine lists those policies and
+    a Flux-managed object's Kustomization or HelmRelease is read (tests/support/extra_crds.py)."""
+    extra_crds.serve(monkeypatch, tmp_path_factory, [*extra_crds.CILIUM, *extra_crds.CALICO, *extra_crds.FLUX])
+
+
+@pytest.fixture
+def policy_overrides() -> dict:
+    # The Flux-managed objects below are read back again this soon (their intervals are longer).
+    return {"rollout_verify_seconds": 2, "api_timeout_seconds": 2, "gitops_resync_seconds": 0.2}
+
+
+def flux_manage(cell: FakeKubeCluster) -> None:
+    """The kill-switch ConfigMap from a Flux Kustomization, the JobSet from a HelmRelease."""
+    cell.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flux-system"}})
+    source = {"kind": "GitRepository", "name": "fleet"}
+    meta = {"namespace": "flux-system"}
+    cell.put(
+        {
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+            "kind": "Kustomization",
+            "metadata": {"name": "toolgw", **meta},
+            "spec": {"interval": "10m", "prune": True, "sourceRef": source},
+        }
+    )
+    cell.put({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+              "metadata": {"name": "train", **meta}, "spec": {"interval": "5m"}})  # fmt: skip
+    for kind, name, ns, group, owner in (
+        ("configmap", "toolgw-flags", "toolgw", "kustomize.toolkit.fluxcd.io", "toolgw"),
+        ("jobset", "pretrain-405b", "train-llm", "helm.toolkit.fluxcd.io", "train"),
+    ):
+        obj = cell.get(kind, name, ns)
+        obj["metadata"].setdefault("labels", {}).update({f"{group}/name": owner, f"{group}/namespace": "flux-system"})
+        cell.put(obj)
 
 
 @pytest.fixture
@@ -97,6 +135,7 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
         east3.put(rs)
     east3.start_controller("argo", interval=0.1)
     east1.put(samples.kueue_jobset(name="finetune-8b"))
+    flux_manage(east3)
     east1.start_controller("kueue", interval=0.1)
     await admitted(east1, "train-llm")
 

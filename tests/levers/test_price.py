@@ -1,7 +1,7 @@
 """The price of the mitigation (DESIGN.md section 4): jobset-suspend, node-quarantine and kueue-hold(-drain)
 state what they cost, read at plan time from the cluster and Prometheus; the plan and its price reach the
-incident channel before the API server sees the write; the approval card shows the price, and a price
-that moved beyond the policy's tolerance before execution asks for a new approval."""
+incident channel before the API server sees the write; the approval card shows the price, and a change in
+what the lever hits before execution asks for a new approval (tests/levers/test_price_stale.py)."""
 
 from __future__ import annotations
 
@@ -112,6 +112,8 @@ def overrides(**price) -> list[dict]:
 async def test_a_kueue_jobset_is_priced_from_its_workload_and_the_checkpoint_query_answers_first(app, cells):
     cell = cells.east3
     js = cell.put(with_checkpoint(samples.kueue_jobset(), iso(T0 - 2400)))
+    for job in samples.jobset_jobs(js, iso(T0 - 7200)):  # started before the checkpoint: it wins
+        cell.put(job)
     wl = samples.workload_for(js)
     wl["spec"]["podSets"][0]["count"] = 32  # Kueue admitted it at 32 pods (partial admission): 256 GPUs
     cell.put(wl)
@@ -197,7 +199,7 @@ def gang_pod(i: int, node: str, jobset: str = NAME) -> dict:
     return pod
 
 
-async def test_node_quarantine_prices_the_gangs_with_pods_on_the_node(app, cells):
+async def test_node_quarantine_names_the_gangs_with_pods_on_the_node(app, cells):
     cell = cells.east3
     js = cell.put(with_checkpoint(samples.kueue_jobset(), iso(T0 - 2400)))
     cell.put(samples.workload_for(js))
@@ -217,11 +219,16 @@ async def test_node_quarantine_prices_the_gangs_with_pods_on_the_node(app, cells
     assert "no training gang has pods on gpu-a3-0005 (namespaces read: train-llm)" in out, out
     out = await say(app, f"lever node-quarantine {node} --cell us-east-3 reason=xid79", OPS, inc.channel_id)
     assert "applied and verified" in out, out
+    # A NoSchedule taint evicts nothing: the node's GPUs close to new pods, the gang keeps running
+    # (tests/levers/test_node_quarantine_price.py).
     price = stored_price(await lever_store(app.services).get("REQ-2"))
-    assert {c.what for c in price.costs} == {f"JobSet {NS}/{NAME} (pods on {node})"}
-    assert price.total("GPUs") == 512 and price.total("GPU-hours") == pytest.approx(341.33, 0.01)
+    assert {c.what for c in price.costs} == {
+        f"Node {node}: GPUs closed to new pods",
+        f"Node {node}: training progress lost",
+    }
+    assert price.total("GPUs") == 8 and price.total("GPU-hours") == 0
     [announced] = [m["text"] for m in app.slack.messages(inc.channel_id) if "applying now" in m["text"]]
-    assert f"JobSet {NS}/{NAME} (pods on {node}): 341 GPU-hours (512 GPUs x 40 min" in announced, announced
+    assert f"JobSet {NS}/{NAME} (0 of its 512 GPUs there, 2 pods) keeps running on {node}" in announced, announced
 
 
 async def test_kueue_hold_drain_prices_the_workloads_it_evicts_and_holds(app, cells):
@@ -251,12 +258,40 @@ async def test_kueue_hold_drain_prices_the_workloads_it_evicts_and_holds(app, ce
     assert "evicted" not in out, out
 
 
-def test_a_revision_that_changed_at_all_is_a_moved_price_whatever_the_tolerance():
+def test_what_the_lever_hits_is_compared_exactly_and_figures_that_move_by_themselves_are_not():
     restored = "revision restored (the stable ReplicaSet)"
     at = Price(costs=(Cost(what=restored, unit="revision", value=10.0, how="ReplicaSet a"),))
     later = Price(costs=(Cost(what=restored, unit="revision", value=11.0, how="ReplicaSet b"),))
-    assert at.moved(later, tolerance=0.10) == [f"{restored}: revision 10 -> revision 11"]
-    assert at.moved(at, tolerance=0.10) == []
-    # A count is still compared with the tolerance: 10 → 11 replicas is within 10%.
+    assert at.moved(later, band=2).stale == [f"{restored}: revision 10 → revision 11"]
+    assert at.moved(at, band=2).stale == []
+    # A count of what it hits: 10 → 11 replicas is one more replica frozen, however small a share.
     count = Price(costs=(Cost(what="frozen", unit="replicas", value=10.0, how=""),))
-    assert count.moved(Price(costs=(Cost(what="frozen", unit="replicas", value=11.0, how=""),)), 0.10) == []
+    more = Price(costs=(Cost(what="frozen", unit="replicas", value=11.0, how=""),))
+    assert count.moved(more, band=2).hits == ["frozen: 10 replicas → 11 replicas"]
+    # GPU-hours grow with the clock: never stale, however far; said when the figure reads differently.
+    hours = Price(costs=(Cost(what="gang", unit="GPU-hours", value=10.0),))
+    assert hours.moved(Price(costs=(Cost(what="gang", unit="GPU-hours", value=100.0),)), band=2).stale == []
+    assert hours.moved(Price(costs=(Cost(what="gang", unit="GPU-hours", value=100.0),)), band=2).live == [
+        "gang: 10 GPU-hours → 100 GPU-hours"
+    ]
+    assert hours.moved(Price(costs=(Cost(what="gang", unit="GPU-hours", value=10.0004),)), band=2).live == []
+    # A live rate: within the band said, beyond it (either way, or from 0) stale; unknown is only said.
+    rate = Price(costs=(Cost(what="route", unit="req/s", value=10.0),))
+
+    def to(v: float | None):
+        return rate.moved(Price(costs=(Cost(what="route", unit="req/s", value=v),)), band=2)
+
+    assert to(20.0).stale == [] and to(20.0).live == ["route: 10 req/s → 20 req/s"]
+    assert to(5.0).stale == []
+    assert to(21.0).beyond == ["route: 10 req/s → 21 req/s, more than 2-fold"]
+    assert to(4.0).beyond == ["route: 10 req/s → 4 req/s, more than 2-fold"]
+    assert to(0.0).beyond == ["route: 10 req/s → 0 req/s, more than 2-fold"]
+    assert to(None).stale == [] and to(None).live == ["route: 10 req/s → unknown req/s"]
+    # A figure of what it hits that is gone or new is a change in what it hits; a live one only said.
+    gpus = Price(costs=(Cost(what="gang a", unit="GPUs", value=8.0), Cost(what="gang a", unit="GPU-hours", value=1.0)))
+    two = Price(costs=(*gpus.costs, Cost(what="gang b", unit="GPUs", value=8.0)))
+    assert gpus.moved(two, band=2).hits == ["gang b: 8 GPUs is a new cost"]
+    assert two.moved(gpus, band=2).hits == ["gang b: 8 GPUs is no longer a cost"]
+    assert gpus.moved(Price(costs=(Cost(what="gang a", unit="GPUs", value=None),)), band=2).hits == [
+        "gang a: 8 GPUs → unknown GPUs"
+    ]

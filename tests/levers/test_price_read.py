@@ -77,7 +77,10 @@ async def test_route_weight_names_the_rate_moved_and_each_receivers_load_after_t
         for ln in price
     ), price
     assert any(ln.startswith("• traffic moved off cell-us-east-1: 10 req/s") for ln in price), price
-    assert "• receiver cell-us-east-2 (us-east-2): 20 → 30 req/s after the step; TTFT burn 1h 0.10x" in price, price
+    assert (
+        "• receiver cell-us-east-2 (us-east-2): 20 → 30 req/s after the step "
+        "(its cell's vLLM finished requests, all routes); TTFT burn 1h 0.10x" in price
+    ), price
     assert "Nothing was changed." in out
     # Pulled for real, the fleet route waits for approval: the reply names the same price first.
     asked = await say(app, "lever route-weight edge/chat-global backend=cell-us-east-1", OPS, inc.channel_id)
@@ -95,7 +98,11 @@ async def test_route_weight_with_no_request_series_for_the_drained_cell_says_unk
     assert any("50.0% → 33.3%" in ln for ln in price), price  # the weights are still read
     assert "• traffic moved off cell-us-east-3: unknown (no data (the query matches no series))" in price, price
     assert any(
-        ln.startswith("• receiver cell-us-east-2 (us-east-2): 20 req/s now, after the step unknown") for ln in price
+        ln.startswith(
+            "• receiver cell-us-east-2 (us-east-2): 20 req/s now (its cell's vLLM finished requests, all routes), "
+            "after the step unknown"
+        )
+        for ln in price
     ), price
 
 
@@ -162,9 +169,14 @@ async def test_keda_pause_with_no_demand_series_and_no_scale_target_says_unknown
     assert any(
         ln.startswith("• Rollout serve-chat/llm-8b frozen at: unknown (its /scale could not be read:") for ln in price
     ), price
-    assert (
-        '• demand (trigger 0: sum(vllm:num_requests_waiting{model_name="llm-8b"})): unknown '
-        "(no data (the query matches no series))" in price
+    # The trigger's serverAddress (the sample's in-cluster name) can't be reached from here: Firebreak's answers.
+    assert any(
+        ln.startswith(
+            '• demand (trigger 0: sum(vllm:num_requests_waiting{model_name="llm-8b"})): unknown '
+            "(no data (the query matches no series); Firebreak's Prometheus; the trigger's "
+            "http://prometheus.monitoring:9090 did not answer"
+        )
+        for ln in price
     ), price
 
 
@@ -305,7 +317,8 @@ async def test_remediation_pause_names_what_it_holds_back(app, cells):
         "• nodes NodeHealthCheck nhc-gpu watches, none remediated automatically while paused: 10 nodes (7 healthy now)"
         in price
     ), price
-    assert "• remediations in flight (they finish): 2 nodes (gpu-a3-0001, gpu-a3-0002)" in price, price
+    going = "• nodes under remediation (not stopped; one that heals stays fenced until the pause ends): "
+    assert going + "2 nodes (gpu-a3-0001, gpu-a3-0002)" in price, price
     assert "• unhealthy nodes with no remediation started yet, held back: 1 node (gpu-a3-0003)" in price, price
 
 
@@ -317,7 +330,8 @@ async def test_remediation_pause_of_an_nhc_with_no_spec_or_status_says_unknown(a
     assert "(dry run)" in out, out  # still plans
     price = price_of(out)
     assert any(
-        ln.startswith("• remediations in flight (they finish): unknown (the NodeHealthCheck has no status")
+        ln.startswith("• nodes under remediation (not stopped; one that heals stays fenced until the pause ends): ")
+        and "unknown (the NodeHealthCheck has no status" in ln
         for ln in price
     )
 
@@ -334,4 +348,4 @@ async def test_remediation_pause_with_unhealthy_nodes_not_a_list_says_what_it_co
         "• nodes NodeHealthCheck odd watches, none remediated automatically while paused: 10 nodes (10 healthy now)"
         in price
     )
-    assert any("in flight (they finish): unknown (status.unhealthyNodes is not a list of nodes" in ln for ln in price)
+    assert any("pause ends): unknown (status.unhealthyNodes is not a list of nodes" in ln for ln in price)

@@ -94,3 +94,80 @@ async def test_a_nodehealthcheck_without_spec_is_paused_with_a_note_nothing_gues
     out = await say(app, "undo REQ-2", OPS, inc.channel_id)
     assert "undone" in out and "verified" in out, out
     assert "pauseRequests" not in (cells.east3.get("nodehealthcheck", "nhc-bare").get("spec") or {})
+
+
+# ------------------------------------------------------------------ what the pause does, said before and after
+
+SNR = {"apiVersion": "self-node-remediation.medik8s.io/v1alpha1", "kind": "SelfNodeRemediation", "namespace": "medik8s"}
+
+
+def under_remediation(name: str = "nhc-live", pauses_: list[str] | None = None) -> dict:
+    """A NodeHealthCheck its operator has reported on (lastUpdateTime), remediating two nodes, one of
+    them healthy again (conditionsHealthyTimestamp), and one unhealthy node held back by minHealthy."""
+    nhc = samples.node_health_check(name, pause_requests=pauses_)
+    started = "2026-12-07T10:00:00Z"
+    nhc["status"] = {
+        "phase": "Paused" if pauses_ else "Remediating",
+        "reason": f"NHC is paused: {','.join(pauses_)}" if pauses_ else "NHC is remediating 3 nodes",
+        # Upstream zeroes the counts on every Reconcile and a paused one returns before counting again.
+        "observedNodes": 0 if pauses_ else 10,
+        "healthyNodes": 0 if pauses_ else 7,
+        "lastUpdateTime": started,
+        "unhealthyNodes": [
+            {
+                "name": "gpu-a3-0001",
+                "remediations": [{"resource": {**SNR, "name": "gpu-a3-0001-x7k2p"}, "started": started}],
+            },
+            {
+                "name": "gpu-a3-0002",
+                "remediations": [{"resource": {**SNR, "name": "gpu-a3-0002-q9d4m"}, "started": started}],
+                "conditionsHealthyTimestamp": "2026-12-07T10:20:00Z",
+            },
+            {"name": "gpu-a3-0003"},
+        ],
+    }
+    return nhc
+
+
+async def test_the_plan_names_the_nodes_under_remediation_and_what_the_pause_does_to_them(app, cells):
+    cells.east3.put(under_remediation())
+    inc = await app.declare(roles={"ops": OPS})
+    dry = await say(app, "lever remediation-pause nhc-live --cell us-east-3 --dry-run", OPS, inc.channel_id)
+    assert (
+        "Under remediation now (2): gpu-a3-0001 (SelfNodeRemediation medik8s/gpu-a3-0001-x7k2p), gpu-a3-0002 "
+        "(SelfNodeRemediation medik8s/gpu-a3-0002-q9d4m); the pause does not stop them (their remediator carries "
+        "on), and while paused NodeHealthCheck does not delete the remediation object of a node that heals, so its "
+        "remediator keeps that node out of service (its NoSchedule taint) until the pause ends." in dry
+    ), dry
+    assert "Healthy again, remediation object already being deleted (1): gpu-a3-0002: the pause does not" in dry
+    assert "Unhealthy with no remediation started (1): gpu-a3-0003: none starts while paused." in dry, dry
+    assert "they finish" not in dry and "running ones finish" not in dry, dry
+    assert "• nodes NodeHealthCheck nhc-live watches, none remediated automatically while paused: 10 nodes" in dry
+
+
+async def test_an_nhc_already_paused_never_prices_its_zero_counts_as_fact(app, cells):
+    cells.east3.put(under_remediation("nhc-held", ["cluster-upgrade-operator"]))
+    inc = await app.declare(roles={"ops": OPS})
+    dry = await say(app, "lever remediation-pause nhc-held --cell us-east-3 --dry-run", OPS, inc.channel_id)
+    assert "while paused: 0 nodes" not in dry and "watches 0 node" not in dry, dry
+    assert (
+        "• nodes NodeHealthCheck nhc-held watches, none remediated automatically while paused: unknown (already "
+        "paused by cluster-upgrade-operator: NodeHealthCheck reports 0 nodes while paused, so how many it watches "
+        "is not known)" in dry
+    ), dry
+    assert "NodeHealthCheck is already paused by cluster-upgrade-operator" in dry, dry
+    assert "2 nodes (gpu-a3-0001, gpu-a3-0002 (as of the earlier pause))" in dry, dry
+
+
+async def test_verify_waits_for_nodehealthchecks_paused_phase_and_says_when_it_never_comes(app, cells):
+    """An operator reports on this NodeHealthCheck (lastUpdateTime) but never writes Paused: our own
+    entry read back is not enough."""
+    cells.east3.put(under_remediation())
+    inc = await app.declare(roles={"ops": OPS})
+    out = await say(app, "lever remediation-pause nhc-live --cell us-east-3", OPS, inc.channel_id, timeout=30)
+    assert "NOT verified" in out, out
+    assert (
+        f"spec.pauseRequests is firebreak:{inc.id}, but after 2s NodeHealthCheck reports phase Remediating "
+        "(NHC is remediating 3 nodes), not Paused by firebreak:" in out
+    ), out
+    assert "is its operator running?" in out, out

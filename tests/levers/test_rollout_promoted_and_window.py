@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from fbworld.kube import samples
-from tests.support.levers import MODEL, patches, say
+from tests.support.levers import MODEL, channel_texts, patches, say
 
 
 @pytest.fixture
@@ -65,6 +65,8 @@ async def _late_controller(cells, delay: float) -> None:
 
 
 async def test_the_verify_window_follows_progress_deadline_seconds(app, cells):
+    """The pull waits rollout_verify_seconds; the rollout's own deadline is when the verdict is read again
+    (issue 34: tests/levers/test_rollout_deadline.py)."""
     ro = samples.rollout_canary()
     ro["spec"]["progressDeadlineSeconds"] = 8
     name = seed(cells.east3, ro)
@@ -72,7 +74,16 @@ async def test_the_verify_window_follows_progress_deadline_seconds(app, cells):
     late = asyncio.create_task(_late_controller(cells, 2.5))
     out = await say(app, f"lever rollout-abort serve-chat/{name} --cell us-east-3", MODEL, inc.channel_id, timeout=20)
     await late
-    assert "applied and verified (aborted; RolloutAborted: " in out, out
+    assert "(the rollout's progressDeadlineSeconds, 8s): Firebreak checks again then" in out, out
+    for _ in range(100):  # Argo settles it (the emulated controller runs every 0.1s)
+        if cells.east3.get("rollout", name, "serve-chat")["status"].get("phase") == "Degraded":
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    app.clock.advance(8)
+    await app.tick()
+    [again] = [t for t in channel_texts(app, inc.channel_id) if "checked again" in t]
+    assert "verified (aborted; RolloutAborted: " in again, again
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ async def test_the_mitigations_cost_section_lists_each_lever_and_sums_the_gpu_ho
     js["metadata"]["annotations"] = {CHECKPOINT: iso(T0 - 2400)}  # 512 GPUs, 40 min: 341.3 GPU-hours
     cell.put(js)
     other = samples.jobset(name="finetune-70b")
-    other["metadata"]["annotations"] = {CHECKPOINT: iso(T0 - 600)}  # 512 GPUs, 10 min: 85.3 GPU-hours
+    other["metadata"]["annotations"] = {CHECKPOINT: iso(T0 - 600)}  # 512 GPUs, 10 min: not lost to a taint
     cell.put(other)
     pod = samples.pod(NS, "finetune-70b-workers-0-0")
     pod["metadata"]["labels"] = {"jobset.sigs.k8s.io/jobset-name": "finetune-70b"}
@@ -58,10 +58,12 @@ async def test_the_mitigations_cost_section_lists_each_lever_and_sums_the_gpu_ho
     ), lines
     assert "341 GPU-hours (512 GPUs x 40 min since the last checkpoint" in lines[0], lines
     assert lines[1].startswith("- REQ-2 `node-quarantine` gpu-a3-0003 (us-east-3): "), lines
-    assert "JobSet train-llm/finetune-70b (pods on gpu-a3-0003): 85.3 GPU-hours (512 GPUs x 10 min" in lines[1], lines
+    # A NoSchedule taint evicts nothing: the gang on the node keeps running, 0 GPU-hours lost.
+    assert "training progress lost: 0 GPU-hours" in lines[1], lines
+    assert "JobSet train-llm/finetune-70b (0 of its 512 GPUs there, 1 pod) keeps running on gpu-a3-0003" in lines[1]
     assert lines[2].startswith("- REQ-3 `kueue-hold` research-h100 (us-east-3): ClusterQueue research-h100"), lines
     assert len(lines) == 5, lines  # the dry run (REQ-4) wrote nothing: not a mitigation
-    assert lines[3] == "- GPU-hours the mitigations cost in all: 427 GPU-hours", lines  # 341.3 + 85.3
+    assert lines[3] == "- GPU-hours the mitigations cost in all: 341 GPU-hours", lines  # 341.3 + 0
     # 1,024 GPUs assessed x 30 min, not mitigated yet: the incident's own cost, apart.
     assert (
         lines[4] == "- Apart from what the incident cost (Summary): GPU-hours lost 512 · requests failed not recorded"

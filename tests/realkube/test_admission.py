@@ -387,8 +387,8 @@ VARIANTS = [
             "json",
             [{"op": "replace", "path": "/spec/triggers/0/metadata/serverAddress", "value": "https://evil.example"}],
         ),
-        "firebreak-scaledobjects: Firebreak may change only KEDA's pause annotations autoscaling.keda.sh/paused and "
-        "autoscaling.keda.sh/paused-replicas; this request changes spec",
+        "firebreak-scaledobjects: Firebreak may change only KEDA's pause annotations autoscaling.keda.sh/paused, "
+        "autoscaling.keda.sh/paused-replicas and autoscaling.keda.sh/paused-scale-in; this request changes spec",
     ),
     Variant(
         "scaledobject-other-annotation",

@@ -32,6 +32,7 @@ from tests.support.argo_controller import (
     replica_sets,
     report_available,
 )
+from tests.support.harness import audit_entries
 from tests.support.kube_apiserver import KubeAPIServer
 from tests.support.levers import MODEL, replace_hook, say
 
@@ -367,12 +368,12 @@ async def test_argo_clears_an_abort_once_the_template_is_back_on_stable(
 
 # The verify windows (policy rollout_verify_by_rollout): long enough for Argo and the ReplicaSet status
 # writes on a busy 2-core machine where verify should pass; a short one where it must not.
-VERIFIED, LINGER = "llm-argo", "llm-argo-linger"
+VERIFIED, LINGER, LATE = "llm-argo", "llm-argo-linger", "llm-argo-late"
 
 
 @pytest.fixture
 def policy_overrides() -> dict:
-    windows = {f"{LEVER_NS}/{VERIFIED}": 60, f"{LEVER_NS}/{LINGER}": 10}
+    windows = {f"{LEVER_NS}/{VERIFIED}": 60, f"{LEVER_NS}/{LINGER}": 10, f"{LEVER_NS}/{LATE}": 3}
     return {"rollout_verify_seconds": 5, "api_timeout_seconds": 5, "rollout_verify_by_rollout": windows}
 
 
@@ -466,5 +467,41 @@ async def test_rollout_abort_is_not_verified_while_a_canary_pod_is_up(
             assert st["phase"] == "Degraded" and st["updatedReplicas"] == 1, st
             sets = await asyncio.to_thread(by_hash, s, name, LEVER_NS)
             assert sets[current]["spec"]["replicas"] == 0 and sets[stable]["status"]["availableReplicas"] == 5
+    finally:
+        await asyncio.to_thread(cleanup, s, objs)
+
+
+async def test_rollout_abort_is_read_again_when_argos_progress_deadline_ends(
+    app,
+    deployed: KubeAPIServer,
+    argo_controller: ArgoController,
+):
+    """The Rollout sets no spec.progressDeadlineSeconds, so Argo has its default 600 s (utils/defaults
+    GetProgressDeadlineSecondsOrDefault) to settle the abort. Stable's pods come back only after the pull
+    has answered (a model server loading): the pull says NOT verified yet and when it looks again; at
+    600 s the verdict is read again from Argo's status, once, and posted (issue 34)."""
+    s, ctl, name = deployed, argo_controller, LATE
+    objs = [canary(name, LEVER_NS, "v1")]
+    try:
+        async with follow_replica_sets(s, LEVER_NS, f"app={name}"):
+            stable, current = await paused_canary(s, ctl, name, LEVER_NS)
+        out, rec = await pull(app, name)  # nothing reports stable's new pods while the pull waits
+        assert rec.state == "done" and rec.result.get("verified") is False, (out, rec.result)
+        assert "(Argo's default progress deadline, 600s): Firebreak checks again then" in out, out
+        async with follow_replica_sets(s, LEVER_NS, f"app={name}"):
+            await until(
+                ctl, "stable is back in full and the canary gone", lambda: rollout(s, name, LEVER_NS),
+                lambda ro: ro["status"].get("phase") == "Degraded" and not ro["status"].get("updatedReplicas")
+                and ro["status"].get("availableReplicas") == 5,
+            )  # fmt: skip
+            app.clock.advance(601)
+            await app.tick()
+        again = (await lever_store(app.services).get(rec.id)).result
+        assert again["rechecked"] is True and again["verified"] is True, again
+        assert again["verify"].startswith("aborted; RolloutAborted: Rollout aborted update to revision 2; "), again
+        assert f"stable ReplicaSet {name}-{stable} 5/5 available" in again["verify"], again
+        [entry] = [e for e in await audit_entries(app, rec.incident) if e["action"] == "lever.rechecked"]
+        assert "checked again when the progress deadline" in entry["detail"]["message"], entry
+        assert current not in again["verify"]  # nothing of the aborted revision is left to name
     finally:
         await asyncio.to_thread(cleanup, s, objs)

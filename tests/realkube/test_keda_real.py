@@ -421,3 +421,43 @@ async def test_keda_pause_lever_pauses_a_scaled_object_marked_paused_false(app, 
     so = await k.paused("False", "ScaledObjectUnpaused")
     assert so["metadata"]["annotations"][PAUSED] == "false"
     await k.hpa_made()
+
+
+async def test_keda_pause_scale_in_only_against_the_real_operator(app, deployed, keda):
+    """only=scale-in (issue 34): KEDA keeps its HPA and its scale loop, and disables the HPA's scale-down;
+    the lever verifies by that HPA, KEDA's effect, not by reading back its own annotation. Scale-out goes
+    on; scale-in (KEDA's own, to a minReplicaCount lowered to 0 while paused) does not; undo takes off
+    only the lever's annotation, and KEDA enables scale-down again."""
+    owner = {"team.corp/owner": "serving"}  # someone else's annotation: undo leaves it
+    k: Keda = await asyncio.to_thread(keda, "keda-in", 3, 2, owner, LEVER_NS)
+    first = await k.hpa_made()
+    await k.until("mark the ScaledObject Ready", k.so, lambda o: cond(o, "Ready").get("status") == "True")
+    inc = await app.declare(cells=("us-east-3",), roles={"ops": OPS})
+
+    req = await pull(app, f"lever keda-pause {LEVER_NS}/keda-in --cell us-east-3 only=scale-in", inc.channel_id)
+    rec = await lever_store(app.services).get(req)
+    assert rec is not None
+    said = json.dumps(rec.result)
+    assert "KEDA disabled scale-down on its HPA keda-hpa-keda-in; scale-out goes on" in said, said
+    so = await asyncio.to_thread(k.so)
+    assert so["metadata"]["annotations"][PAUSED_SCALE_IN] == "true"
+    assert PAUSED not in so["metadata"]["annotations"] and PAUSED_REPLICAS not in so["metadata"]["annotations"]
+    hpa = await asyncio.to_thread(k.hpa)
+    assert hpa is not None and hpa["metadata"]["uid"] == first["metadata"]["uid"]  # kept: not a full pause
+    assert hpa["spec"]["behavior"]["scaleDown"]["selectPolicy"] == "Disabled", hpa["spec"]
+    assert hpa["spec"]["behavior"]["scaleUp"].get("selectPolicy") != "Disabled", hpa["spec"]
+    await k.paused("True", "ScaledObjectPaused")
+
+    await asyncio.to_thread(k.scale, 1)
+    await k.replicas_become(2)  # scale-out goes on: below minReplicaCount is brought up
+    await asyncio.to_thread(
+        k.s.kubectl, "patch", SO, k.name, "-n", k.ns, "--type=merge", "-p", '{"spec":{"minReplicaCount":0}}'
+    )
+    await k.holds("scale-in paused: no scale to zero", k.replicas, lambda r: r == 2)
+
+    await undo(app, req, inc.channel_id)
+    so = await k.paused("False", "ScaledObjectUnpaused")
+    annotations = so["metadata"].get("annotations") or {}
+    assert PAUSED_SCALE_IN not in annotations and annotations.get("team.corp/owner") == "serving", annotations
+    await k.until("take Disabled off the HPA", k.hpa, lambda h: h is not None and "behavior" not in h["spec"])
+    await k.replicas_become(0)  # the control: what the pause held was KEDA's scale to zero

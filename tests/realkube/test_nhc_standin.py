@@ -376,7 +376,9 @@ async def test_remediation_pause_pulls_verifies_and_undoes_against_the_standin(a
         f"• nodes NodeHealthCheck {g} watches, none remediated automatically while paused: 4 nodes (3 healthy now)"
         in price
     ), price
-    assert f"• remediations in flight (they finish): 1 node ({g}-3)" in price, price
+    going = "• nodes under remediation (not stopped; one that heals stays fenced until the pause ends)"
+    assert f"{going}: 1 node ({g}-3)" in price, price
+    assert f"Under remediation now (1): {g}-3 (SelfNodeRemediation {TEMPLATE_NS}/{cr['metadata']['name']})" in dry
 
     out = await say(app, command, OPS, inc.channel_id, timeout=30)
     req = re.search(r"\bREQ-\d+\b", out)
@@ -386,6 +388,8 @@ async def test_remediation_pause_pulls_verifies_and_undoes_against_the_standin(a
         out = (await execute_approved(app.services, asked[-1].id, "U_IC")).message
     rec = await store.get(req.group(0))
     assert rec.state == "done" and rec.result.get("verified") is True, (out, rec.result)
+    # Verified by NodeHealthCheck's own word, not by reading back the entry written.
+    assert f"NodeHealthCheck reports phase Paused (NHC is paused: firebreak:{inc.id})" in out, out
 
     got = await until(lambda: status_of(s, g), lambda st: st.get("phase") == "Paused")
     assert s.get(NHC, g)["spec"]["pauseRequests"] == [f"firebreak:{inc.id}"]
@@ -404,6 +408,51 @@ async def test_remediation_pause_pulls_verifies_and_undoes_against_the_standin(a
     got = await until(lambda: status_of(s, g), lambda st: st.get("phase") == "Enabled")
     assert not await asyncio.to_thread(for_node, s, f"{g}-3")
     assert (got["observedNodes"], got["healthyNodes"]) == (4, 4)
+
+
+async def test_remediation_pause_of_an_nhc_another_party_paused_prices_no_zero_and_verifies_its_entry(
+    app, deployed, seeded: Seeded, standin
+):
+    """Paused by someone else first, NodeHealthCheck reports 0 nodes watched (upstream zeroes the counts
+    and returns at the pause): the price says the count is not known instead of "0 nodes", and verify
+    waits for the reason to name Firebreak's entry too."""
+    s, g = seeded.s, seeded.group
+    seeded.nodes_(*((f"{g}-{i}", "True", 3600) for i in range(3)), (f"{g}-3", "False", 600))
+    seeded.nhc(nhc(g, g))
+    await until(lambda: status_of(s, g), lambda st: st.get("phase") == "Remediating")
+    await asyncio.to_thread(
+        s.kubectl, "patch", NHC, g, "--type", "merge", "-p", json.dumps({"spec": {"pauseRequests": ["upgrade"]}})
+    )
+    paused = await until(lambda: status_of(s, g), lambda st: st.get("phase") == "Paused")
+    assert (paused["observedNodes"], paused["healthyNodes"]) == (0, 0)
+
+    asked = []
+
+    async def ask(svc, inc, rec):
+        asked.append(rec)
+
+    replace_hook(app, hooks.APPROVAL_REQUESTED, ask)
+    inc = await app.declare(cells=("us-east-3",), roles={"ops": OPS})
+    command = f"lever remediation-pause {g} --cell us-east-3"
+    dry = await say(app, f"{command} --dry-run", OPS, inc.channel_id, timeout=30)
+    price = price_lines(dry)
+    assert (
+        f"• nodes NodeHealthCheck {g} watches, none remediated automatically while paused: unknown (already paused "
+        "by upgrade: NodeHealthCheck reports 0 nodes while paused, so how many it watches is not known)" in price
+    ), price
+    assert not [ln for ln in price if ": 0 nodes" in ln], price
+    going = "• nodes under remediation (not stopped; one that heals stays fenced until the pause ends)"
+    assert f"{going}: 1 node ({g}-3 (as of the earlier pause))" in price, price
+    assert "NodeHealthCheck is already paused by upgrade" in dry, dry
+
+    out = await say(app, command, OPS, inc.channel_id, timeout=30)
+    if asked:  # the session's cells share one API server, so it is fleet-wide: the IC approves
+        assert await lever_store(app.services).transition(
+            asked[-1].id, {"pending_approval"}, "approved", approved_by="U_IC"
+        )
+        out = (await execute_approved(app.services, asked[-1].id, "U_IC")).message
+    assert "applied and verified" in out, out
+    assert f"NodeHealthCheck reports phase Paused (NHC is paused: upgrade,firebreak:{inc.id})" in out, out
 
 
 async def test_escalating_remediations_move_to_the_next_template_when_one_times_out(

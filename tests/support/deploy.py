@@ -20,6 +20,7 @@ from bot.signals.remediation.access import READS as ALARM_READS
 from bot.triage.access import READS
 from levers.base import Access, Lever
 from levers.catalogue import LEVERS
+from levers.gitops import READS as GITOPS_READS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -118,7 +119,7 @@ def where(lever: Lever, pol: LeversPolicy) -> list[str | None]:
 
 def needed(
     levers: Iterable[Lever] | None = None,
-    reads: Iterable[Access] = (*READS, *ALARM_READS),
+    reads: Iterable[Access] = (*READS, *ALARM_READS, *GITOPS_READS),
     pol: LeversPolicy | None = None,
 ) -> set[Grant]:
     """What Firebreak's code says it calls in a cell: each lever's `needs` on cluster-scoped kinds
@@ -131,9 +132,9 @@ def needed(
     cluster = {(lv.kind.group, lv.kind.plural) for lv in levers if not lv.kind.namespaced}
     for lever in levers:
         for a in lever.needs:
-            # A need on a cluster-scoped kind (nodes, ClusterQueues) is cluster-wide; any other need is
-            # in the namespaces where the lever acts or reads.
-            scoped = (a.group, a.resource.split("/")[0]) in cluster
+            # A need on a cluster-scoped kind (nodes, ClusterQueues, a clusterwide policy it reads) is
+            # cluster-wide; any other need is in the namespaces where the lever acts or reads.
+            scoped = a.cluster or (a.group, a.resource.split("/")[0]) in cluster
             for ns in [None] if scoped else where(lever, pol):
                 out |= access_grants([a], ns)
     return {g for g in out if g[4] is None or (*g[:4], None) not in out}

@@ -150,12 +150,17 @@ async def test_what_changed_names_each_stream_and_the_capacity_shift(app, cells)
     assert "• *Node layer*:" in lines
     assert "    ◦ *driver skew*: 550.127.05 on 9 nodes; 560.35.03 on 1 node (gpu-us-east-3-0003)" in lines
     assert "    ◦ node image gpu-2026-11-02 on all 10 GPU nodes" in lines
+    # One line per object and reason (tests/triage/test_changed_events.py), at most changed.max_items (5).
     events = lines[lines.index("• *Warning events*:") + 1 :]
-    assert events[0].startswith("    ◦ Unhealthy ×520 on Pod serve-chat/vllm-0 and 3 more, last 02:55 UTC: Readiness")
-    assert events[1] == (
-        "    ◦ BackOff ×12 on Pod serve-chat/vllm-0, last 03:00 UTC: Back-off restarting failed container vllm"
+    assert [e.split(",")[0] for e in events[:4]] == [
+        f"    ◦ Unhealthy ×130 on Pod serve-chat/vllm-{i}" for i in range(4)
+    ]
+    assert events[0].endswith("first 02:54, last 02:55 UTC: Readiness probe failed"), events[0]
+    assert events[4] == (
+        "    ◦ BackOff ×12 on Pod serve-chat/vllm-0, first 02:59, last 03:00 UTC: "
+        "Back-off restarting failed container vllm"
     )
-    assert events[2].startswith("    ◦ FailedScheduling ×3 on Pod serve-chat/vllm-9")
+    assert events[5] == "    ◦ … and 1 more: FailedScheduling ×3 on 1 object"
     assert "OldNews" not in east3 and "Pulled" not in east3
     assert f"• *Firebreak levers*: REQ-1 kueue-hold research-h100 ({inc.id}): done 03:10 UTC" in lines
     assert "REQ-2" not in east3  # a dry run changed nothing

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from bot.policy import PolicyError, load_policy
-from bot.policy.queries import Unit
+from bot.policy.queries import Unit, keys_regex, ksm_label
 from bot.prom import Failed, Matrix, Sample, Scalar, Series, Text, Vector, Why
 from bot.prom.promql import escape
 from bot.triage import changed, rules, streams
@@ -183,7 +183,8 @@ def test_the_shipped_queries_name_every_row_of_the_design():
         (lambda d: d["queries"][0].update(query="up"), "queries.0.query: the query must contain $cell"),
         (
             lambda d: d["queries"][0].update(query='up{cell="$cell",x="$node"}'),
-            "queries.0.query: unknown placeholder(s) $node; placeholders: $cell, $taint_key",
+            "queries.0.query: unknown placeholder(s) $node; placeholders: $cell, $taint_key, $dedicated_taints, "
+            "$gpu_node_label, $gpu_node_value",
         ),
         (lambda d: d["queries"][1].update(name="ttft_p99"), "query name 'ttft_p99' is used twice"),
         (lambda d: d["queries"][0].update(unit="furlongs"), "queries.0.unit: "),
@@ -229,3 +230,19 @@ def test_the_shift_names_the_request_that_drained_the_cell():
         ":warning: *Capacity shift, not a regression*: us-east-3's demand rose (+60%: 10.0 req/s → 16.0 req/s) "
         "while us-east-1 drained (-100%: 6.00 req/s → 0 req/s, after REQ-4 route-weight (INC-7)) in the last 6h."
     ), text
+
+
+# --------------------------------------------------------------------------- the quarantine row's nodes
+
+
+def test_the_gpu_node_selector_becomes_kube_state_metrics_label():
+    assert ksm_label("nvidia.com/gpu.present=true") == ("label_nvidia_com_gpu_present", "true")
+    assert ksm_label("pool==gpu") == ("label_pool", "gpu")
+    for selector in ("nvidia.com/gpu.present", "a=b,c=d", "pool in (gpu)", "pool!=cpu"):
+        with pytest.raises(ValueError, match="write it as `key=value` in levers"):
+            ksm_label(selector)
+
+
+def test_dedicated_taint_keys_become_one_anchored_regex():
+    assert keys_regex(["nvidia.com/gpu", "sku"]) == r"nvidia\.com/gpu|sku"
+    assert keys_regex([]) == "$^"  # matches no key: nothing is dedicated

@@ -325,10 +325,11 @@ def series(
 # ------------------------------------------------------------------------------- triage's figures
 #
 # What the shipped triage queries (policies/queries.yaml) answer over these series, for the
-# simulated Prometheus. Time is continuous here (a scrape at every instant, a subquery at every
+# simulated Prometheus: the XID rows by the XID count when the exporter publishes it, else by the
+# gauge's changes. Time is continuous here (a scrape at every instant, a subquery at every
 # instant), so a drill's alert sees the XID it follows at once: a real Prometheus sees a change at
-# the next scrape and, in the XID rows, at the next whole minute (`[1h:1m]`), so there a code
-# replaced within a scrape or that minute (48 then 45) is never counted, here it is.
+# the next scrape and, in the gauge's XID rows, at the next whole minute (`[1h:1m]`), so there a
+# code replaced within a scrape or that minute (48 then 45) is never counted, here it is.
 # world/tests/prometheus/test_dcgm.py checks both agree away from those edges.
 
 
@@ -346,6 +347,24 @@ def xid_changed(gpus: Iterable[Gpu], at: float, codes: frozenset[int], window_s:
                 n += 1
                 break
             held = new
+    return n
+
+
+def xid_counted(gpus: Iterable[Gpu], at: float, codes: frozenset[int], window_ms: int, range_s: float = 3300.0) -> int:
+    """The same rows where the exporter publishes DCGM_EXP_XID_ERRORS_COUNT: GPUs with a series of a
+    code of ``codes`` in the count at some scrape of (at - range, at] (`max_over_time(...[55m])`);
+    an XID shows in the count from its time until it leaves the window or the driver reloads. A
+    repeat and a code replaced within a scrape count."""
+    n = 0
+    for gpu in gpus:
+        reloads = [e.at for e in gpu.events if e.kind == "reload"]
+        for e in gpu.events:
+            if e.kind != "xid" or e.xid not in codes or e.at > at:
+                continue
+            gone = min([e.at + window_ms / 1000, *(r for r in reloads if r > e.at)])
+            if gone > at - range_s:
+                n += 1
+                break
     return n
 
 
@@ -434,6 +453,8 @@ class DcgmFleet:
             return None
         gpus = self.gpus(cell)
         if name in ("xid_gpus", "xid_app"):
+            if XID_COUNT in self.exporter.counters:  # the rows read the count where it is published
+                return float(xid_counted(gpus, at, codes, self.exporter.xid_window_ms))
             return float(xid_changed(gpus, at, codes))
         if name == "ecc_dbe":
             return float(dbe_errors(gpus, at))

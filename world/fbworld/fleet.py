@@ -16,6 +16,7 @@ import re
 import secrets
 import shutil
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +48,8 @@ NHC_CELL, NHC_NAME = "us-east-3", "gpu-nodes"
 # the annotation the default policy reads (price.checkpoint_annotation): jobset-suspend's price is
 # then 512 GPUs x 40 min = 341 GPU-hours, growing by the minute as a real one would.
 CHECKPOINT_AGE_S = 40 * 60
+# Its Jobs (this attempt) started this long before the fleet: the run is older than its checkpoint.
+JOBS_STARTED_AGO_S = 6 * 3600
 TOOLGW_FLAGS = {"default.max_side_effect": "write", "acme.max_side_effect": "write", "globex.max_side_effect": "money"}
 
 
@@ -94,11 +97,16 @@ def cell_objects(cell: str, policy: Policy, now: float) -> list[dict[str, Any]]:
     if policy.levers.price.checkpoint_annotation:
         at = datetime.fromtimestamp(now - CHECKPOINT_AGE_S, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         jobset["metadata"].setdefault("annotations", {})[policy.levers.price.checkpoint_annotation] = at
+    # Seeded with its uid so its Jobs can name it as their owner; they started well before the
+    # checkpoint, so the price runs from the checkpoint (the later of the two).
+    jobset["metadata"]["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"firebreak-demo/{cell}/jobset"))
+    started = datetime.fromtimestamp(now - JOBS_STARTED_AGO_S, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     scaled = samples.scaled_object("serve-chat", "llm-70b", target="llm-70b")
     scaled["spec"]["triggers"][0]["metadata"]["query"] = trigger_query(cell)
     return [
         samples.cluster_queue("research-h100"),
         jobset,
+        *samples.jobset_jobs(jobset, started),
         rollout,
         *samples.rollout_replica_sets(rollout),
         scaled,
@@ -161,8 +169,10 @@ class DemoFleet:
         return CELLS
 
     def quarantined_fraction(self, cell: str, policy: Policy) -> float | None:
-        """The cell's GPU nodes carrying the quarantine taint, over its GPU nodes (what the
-        `quarantined` query measures), read from the emulator itself."""
+        """The cell's GPU nodes that can't take work, over its GPU nodes (what the `quarantined`
+        query measures over kube-state-metrics, and the quarantine budget counts: cordoned, or a
+        NoSchedule/NoExecute taint other than node_quarantine.dedicated_taints, whoever set it),
+        read from the emulator itself."""
         cluster = self.clusters.get(policy.levers.cells.get(cell, cell))
         if cluster is None:
             return None
@@ -170,9 +180,13 @@ class DemoFleet:
         gpu = [n for n in cluster.list("nodes") if (n["metadata"].get("labels") or {}).get(key) == value]
         if not gpu:
             return None
-        taint_key = policy.levers.node_quarantine.taint_key
-        tainted = [n for n in gpu if any(t.get("key") == taint_key for t in (n.get("spec") or {}).get("taints") or [])]
-        return len(tainted) / len(gpu)
+        dedicated = set(policy.levers.node_quarantine.dedicated_taints)
+
+        def out(spec: dict[str, Any]) -> bool:
+            fences = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+            return spec.get("unschedulable") is True or any(t.get("key") not in dedicated for t in fences)
+
+        return sum(1 for n in gpu if out(n.get("spec") or {})) / len(gpu)
 
 
 def _seeded(name: str, objects: list[dict[str, Any]], token: str) -> FakeKubeCluster:

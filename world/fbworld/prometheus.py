@@ -288,11 +288,11 @@ def policy_expressions(policy: Policy, cells: tuple[str, ...]) -> dict[str, list
         if all(s.cell != src.cell for s in have) and (src.by_cell or not have):
             have.append(src)
 
-    taint_key = policy.levers.node_quarantine.taint_key
+    nq = policy.levers.node_quarantine
     for q in policy.queries.queries:
         if q.name in FIGURES:  # a query of a custom policy the fleet has no figure for stays unknown
             for cell in cells:
-                add(q.render(cell, taint_key), Source(cell, q.name))
+                add(q.render(cell, nq.taint_key, nq.dedicated_taints, nq.gpu_node_selector), Source(cell, q.name))
     rate = policy.levers.price.route_weight
     for cell in cells:
         add(policy.levers.headroom.render(cell), Source(cell, "burn_fast"))

@@ -8,7 +8,7 @@ from bot.signals.remediation.commands import RemediationAlarm
 
 
 def register(reg: Registry) -> None:
-    """Watch each cell's GPU nodes; alarm (once per burst) when they go out too fast, by anyone."""
+    """Watch each cell's GPU nodes; alarm (once per burst) when they go out for remediation too fast."""
     # One job for the deployment, rescheduled by each run; the first listing at start (the baseline).
     reg.job(watch.JOB, watch.watch)
     reg.on_start(watch.start)

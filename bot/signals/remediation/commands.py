@@ -20,6 +20,7 @@ class RemediationAlarm(Command):
     burst: int = Field(ge=1)
     reason: Literal["rate", "repeat"]
     count: int = Field(ge=0)  # nodes that went out in the last hour
+    gpu_nodes: int | None = Field(default=None, ge=0)  # the cell's GPU nodes when it alarmed
     more: int = Field(default=0, ge=0)  # of those, how many after the burst first alarmed (a retried post)
     nodes: tuple[str, ...] = Field(default=(), max_length=MAX_NODES)  # the hour's, oldest first
     repeats: tuple[str, ...] = Field(default=(), max_length=MAX_NODES)  # out again within the window

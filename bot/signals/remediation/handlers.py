@@ -115,7 +115,12 @@ async def remediation_alarm(svc: Services, req: Request, cmd: RemediationAlarm, 
     offered = await offers(svc, req, cmd.cell, found.id)
     pol = svc.policy.levers.remediation_alarm
     text = views.alarm(
-        cmd, per_hour=pol.per_hour, same_minutes=pol.same_node_minutes, quiet_minutes=pol.quiet_minutes, offers=offered
+        cmd,
+        per_hour=pol.per_hour,
+        per_hour_fraction=pol.per_hour_fraction,
+        same_minutes=pol.same_node_minutes,
+        quiet_minutes=pol.quiet_minutes,
+        offers=offered,
     )
     if opened:
         ic = found.holder("ic")
@@ -128,6 +133,7 @@ async def remediation_alarm(svc: Services, req: Request, cmd: RemediationAlarm, 
         "cell": cmd.cell,
         "reason": cmd.reason,
         "count": cmd.count,
+        "gpu_nodes": cmd.gpu_nodes,
         "nodes": list(cmd.nodes),
         "repeats": list(cmd.repeats),
         "who": cmd.who,

@@ -12,6 +12,7 @@ class AlarmSeen(CommandDetail):
     cell: str = ""
     reason: str = ""
     count: int = 0
+    gpu_nodes: int | None = None
     repeats: list[str] = Field(default_factory=list)
     offered: list[str] = Field(default_factory=list)
     ic: str | None = None
@@ -22,7 +23,8 @@ def alarm_seen(d: AlarmSeen, by: str) -> str | None:
     if d.result != "ok":
         return None  # not posted: the retry that posts it is the event
     what = (
-        f"{d.count} GPU nodes out in {d.cell} within an hour"
+        f"{d.count}{f' of {d.gpu_nodes}' if d.gpu_nodes else ''} GPU nodes out for remediation in {d.cell} "
+        "within an hour"
         if d.reason == "rate"
         else f"{', '.join(d.repeats[:3])} out again in {d.cell}"
     )

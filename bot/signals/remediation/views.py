@@ -21,7 +21,8 @@ class Offer:
 
 def title(cmd: RemediationAlarm) -> str:
     if cmd.reason == "rate":
-        return f"Remediation alarm: {cmd.count} GPU nodes out in {cmd.cell} within an hour"
+        of = f" of {cmd.gpu_nodes}" if cmd.gpu_nodes else ""
+        return f"Remediation alarm: {cmd.count}{of} GPU nodes out for remediation in {cmd.cell} within an hour"
     return f"Remediation alarm: GPU nodes out again in {cmd.cell} ({', '.join(cmd.repeats[:3])})"
 
 
@@ -30,13 +31,22 @@ def _names(names: tuple[str, ...]) -> str:
 
 
 def alarm(
-    cmd: RemediationAlarm, *, per_hour: int, same_minutes: float, quiet_minutes: float, offers: list[Offer] | str
+    cmd: RemediationAlarm,
+    *,
+    per_hour: int,
+    per_hour_fraction: float,
+    same_minutes: float,
+    quiet_minutes: float,
+    offers: list[Offer] | str,
 ) -> str:
     cell = quote(cmd.cell)
+    share = f"{per_hour_fraction:.0%} of the cell's GPU nodes"
     if cmd.reason == "rate":
+        of = f" of {cmd.gpu_nodes} ({cmd.count / cmd.gpu_nodes:.0%})" if cmd.gpu_nodes else ""
         head = (
-            f":rotating_light: *Remediation alarm, {cell}*: {cmd.count} GPU nodes went out of service in the "
-            f"last hour (policy: more than {per_hour} an hour alarms), by anyone."
+            f":rotating_light: *Remediation alarm, {cell}*: {cmd.count}{of} GPU nodes were taken out of service "
+            f"for remediation or as unhealthy in the last hour (policy: more than {per_hour} an hour, or more than "
+            f"{share}, alarms)."
         )
     else:
         head = (

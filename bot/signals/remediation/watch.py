@@ -1,5 +1,11 @@
-"""The watch: every poll_seconds, each cell's GPU nodes are read and the ones that went out of
-service since the last listing recorded (store.py decides, atomically, whether that is an alarm).
+"""The watch: every poll_seconds, each cell's GPU nodes are read and the ones taken out of service
+for remediation or as unhealthy since the last listing recorded (store.py decides, atomically, whether
+that is an alarm). Only those causes count: Firebreak's quarantine, NodeHealthCheck's remediators
+(Self Node Remediation, Fence Agents Remediation, the out-of-service taint), NVSentinel, and the
+policy's `unhealthy_taints`. A cordon for an upgrade, cluster-autoscaler's scale-down taint,
+Karpenter's disruption taint, the pressure taints and a not-ready node are not remediation. The rate
+is relative to the cell: more than `per_hour` an hour, or more than `per_hour_fraction` of its GPU
+nodes (at least two).
 
 One job for the whole deployment (one key): the scheduler hands each due run to exactly one
 replica, and the next run is scheduled first, so a failing run never ends the chain. Even two
@@ -10,6 +16,7 @@ observation is one script, the alarm is taken with a claim, and the post carries
 from __future__ import annotations
 
 import asyncio
+import math
 
 import structlog
 
@@ -20,6 +27,7 @@ from bot.core.request import SYSTEM_ACTOR, Request, Source
 from bot.core.services import Services
 from bot.incidents.models import Incident
 from bot.incidents.store import repo
+from bot.policy.levers import RemediationAlarmPolicy
 from bot.scheduler import Job
 from bot.signals import rules as signal_rules
 from bot.signals.remediation.commands import MAX_NODES, RemediationAlarm
@@ -33,6 +41,36 @@ log = logs.get(__name__)
 JOB = "remediation.watch"
 JOB_KEY = "cells"  # one pending watch for the whole deployment
 HOUR = 3600.0
+
+
+# Who takes a node out for remediation or because it is unhealthy (levers/outofservice.py names them).
+REMEDIATORS = (outofservice.FIREBREAK, outofservice.NHC, outofservice.NVSENTINEL)
+
+
+def _taint_key(cause: outofservice.Cause) -> str | None:
+    """The key of a taint cause ("taint k=v:NoSchedule" -> "k"); None for a cordon."""
+    if not cause.what.startswith("taint "):
+        return None
+    return cause.what.removeprefix("taint ").rsplit(":", 1)[0].split("=", 1)[0]
+
+
+def remediation(node: outofservice.OutNode, unhealthy_taints: list[str]) -> outofservice.OutNode | None:
+    """`node` with only its remediation and unhealthy causes; None when it has none (an upgrade's
+    cordon, an autoscaler's or Karpenter's taint, a pressure or not-ready taint)."""
+
+    def listed(c: outofservice.Cause) -> bool:
+        key = _taint_key(c)
+        return key is not None and any(key == t or (t.endswith("/") and key.startswith(t)) for t in unhealthy_taints)
+
+    keep = tuple(c for c in node.causes if c.who in REMEDIATORS or listed(c))
+    return outofservice.OutNode(node.name, keep) if keep else None
+
+
+def rate_limit(pol: RemediationAlarmPolicy, gpu_nodes: int) -> int:
+    """More than this many nodes out in an hour alarms: per_hour, or per_hour_fraction of the cell's GPU
+    nodes when that is fewer, never under 2 nodes (one node is the same-node rule's). The epsilon keeps
+    0.29 * 100 at 29."""
+    return min(pol.per_hour, max(1, math.floor(pol.per_hour_fraction * gpu_nodes + 1e-9)))
 
 
 def went_out_at(node: outofservice.OutNode) -> float | None:
@@ -69,7 +107,11 @@ async def watch_cell(svc: Services, cell: str) -> None:
     nodes = await asyncio.wait_for(
         client.list_all("/api/v1/nodes", {"labelSelector": q.gpu_node_selector}), pol.api_timeout_seconds
     )
-    found = outofservice.out_of_service(nodes, q.taint_key, q.dedicated_taints)
+    found = [
+        r
+        for o in outofservice.out_of_service(nodes, q.taint_key, q.dedicated_taints)
+        if (r := remediation(o, a.unhealthy_taints)) is not None
+    ]
     now = svc.clock.now()
     until = now + svc.scheduler.lease * CLAIM_OF_LEASE
     alarms = store(svc)
@@ -78,7 +120,7 @@ async def watch_cell(svc: Services, cell: str) -> None:
         [(o.name, went_out_at(o)) for o in found],
         now=now,
         window=HOUR,
-        per_window=a.per_hour,
+        per_window=rate_limit(a, len(nodes)),
         same_node=a.same_node_minutes * 60,
         quiet=a.quiet_minutes * 60,
         claim_until=until,
@@ -90,7 +132,7 @@ async def watch_cell(svc: Services, cell: str) -> None:
     else:  # an alarm an earlier run took and could not post (the chat, a crash): retried here
         pending = await alarms.claim(cell, now, until)
     if pending is not None:
-        await _alarm(svc, pending, found, now)
+        await _alarm(svc, pending, found, len(nodes), now)
 
 
 async def _incident(svc: Services, p: Pending) -> Incident | None:
@@ -106,7 +148,7 @@ async def _incident(svc: Services, p: Pending) -> Incident | None:
     return plain[0] if plain else None
 
 
-async def _alarm(svc: Services, p: Pending, found: list[outofservice.OutNode], now: float) -> None:
+async def _alarm(svc: Services, p: Pending, found: list[outofservice.OutNode], gpu_nodes: int, now: float) -> None:
     recent = await store(svc).recent(p.cell, now - HOUR)
     names = tuple(dict.fromkeys(recent))
     still = {o.name: o for o in found}
@@ -116,6 +158,7 @@ async def _alarm(svc: Services, p: Pending, found: list[outofservice.OutNode], n
         burst=p.burst,
         reason="repeat" if p.reason == "repeat" else "rate",
         count=p.count,
+        gpu_nodes=gpu_nodes,
         more=p.more,
         nodes=names[-MAX_NODES:],
         repeats=tuple(p.repeats[:MAX_NODES]),

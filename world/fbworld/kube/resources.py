@@ -131,6 +131,9 @@ def _builtin_types() -> list[ResourceType]:
             group="autoscaling",
             version="v2",
         ),
+        # The JobSet controller runs each replicated job as a batch/v1 Job (label jobset-name,
+        # restart-attempt): a gang's last start is its current attempt's Jobs' status.startTime.
+        core("Job", "jobs", True, group="batch"),
         # What sandbox-quarantine's label relies on: a deny-all policy selecting it. No status in v1.
         core("NetworkPolicy", "networkpolicies", True, short=["netpol"], status=False, group="networking.k8s.io"),
     ]

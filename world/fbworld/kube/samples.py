@@ -271,6 +271,49 @@ def jobset(ns: str = "train-llm", name: str = "pretrain-405b") -> dict:
     }
 
 
+def jobset_jobs(jobset: dict, started: str, restarts: int = 0) -> list[dict]:
+    """The batch/v1 Jobs the JobSet controller runs for `jobset` (which must carry a uid) in attempt
+    `restarts`, started at `started` (RFC 3339): one per replicatedJob replica, named
+    <jobset>-<replicatedJob>-<index>, with the labels and controller reference JobSet v0.12.0 sets
+    (pkg/controllers/jobset_controller.go constructJob)."""
+    meta = jobset["metadata"]
+    if not meta.get("uid"):
+        raise ValueError("the JobSet has no metadata.uid: give it one before building its Jobs")
+    jobs = []
+    for rj in jobset["spec"]["replicatedJobs"]:
+        for i in range(rj.get("replicas", 1)):
+            labels = {
+                "jobset.sigs.k8s.io/jobset-name": meta["name"],
+                "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
+                "jobset.sigs.k8s.io/job-index": str(i),
+                "jobset.sigs.k8s.io/restart-attempt": str(restarts),
+            }
+            jobs.append(
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {
+                        "name": f"{meta['name']}-{rj['name']}-{i}",
+                        "namespace": meta.get("namespace", "default"),
+                        "labels": labels,
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                                "kind": "JobSet",
+                                "name": meta["name"],
+                                "uid": meta["uid"],
+                                "controller": True,
+                                "blockOwnerDeletion": True,
+                            }
+                        ],
+                    },
+                    "spec": copy.deepcopy(rj["template"]["spec"]),
+                    "status": {"startTime": started, "active": rj["template"]["spec"].get("parallelism", 1)},
+                }
+            )
+    return jobs
+
+
 def pod(ns: str = "sbx-tenant-acme", name: str = "sess-7f3a9c-0") -> dict:
     return {
         "apiVersion": "v1",

@@ -267,8 +267,8 @@ class NodeHealthChecks(Reconciler):
 
     async def _reconcile(self, nhc: Obj, status: Obj) -> None:
         spec = nhc.get("spec") or {}
-        # "set counters to zero for disabled NHC": every Reconcile starts here, and the early returns
-        # below (disabled, paused) keep the zeros.
+        # "set counters to zero for disabled NHC" (v0.9.0 nodehealthcheck_controller.go L179-181): every
+        # Reconcile starts here, and the early returns below (disabled, paused) keep the zeros.
         status["observedNodes"] = 0
         status["healthyNodes"] = 0
         status.pop("inFlightRemediations", None)  # "clear deprecated field before it's removed from the API"
@@ -291,9 +291,11 @@ class NodeHealthChecks(Reconciler):
 
         # (isClusterUpgrading: OpenShift's ClusterVersion only; false here.)
         if spec.get("pauseRequests"):
-            # "Postponing potential remediations because of pause requests": nothing below runs, so
-            # remediation objects of nodes that healed are not deleted, no new one is created, the
-            # node counts stay at the zeros set above and status.unhealthyNodes stays as it was.
+            # "Postponing potential remediations because of pause requests" (L260-266): it returns before
+            # deleteOrphanedRemediationCRs (L271), the healthy nodes' HandleHealthyNode (the CR deletion)
+            # and the counts (L320-321), so remediation objects of nodes that healed are not deleted
+            # (their remediator keeps them fenced), no new one is created, the node counts stay at the
+            # zeros set above and status.unhealthyNodes stays as it was.
             return
 
         await self.delete_orphaned_remediation_crs(nhc, [*not_matching, *soon_matching, *matching])
@@ -449,8 +451,8 @@ class NodeHealthChecks(Reconciler):
                     await self.kube.put(kind.item(cr["metadata"]["name"], cr["metadata"].get("namespace")), cr, MANAGER)
 
     async def patch_status(self, nhc: Obj, orig: Obj) -> None:
-        """patchStatus: the phase and reason, then a merge patch of the status when anything changed
-        (lastUpdateTime moves only then)."""
+        """patchStatus (v0.9.0 L724-758): the phase and reason (Disabled before Paused, L728-733), then a
+        merge patch of the status when anything changed (lastUpdateTime moves only then, L756-757)."""
         spec, status = nhc.get("spec") or {}, nhc["status"]
         disabled = next((c for c in status.get("conditions") or [] if c.get("type") == DISABLED), None)
         pauses = spec.get("pauseRequests") or []

@@ -210,13 +210,14 @@ async def test_the_return_gates_queries_find_the_nodes_gpus_under_either_spellin
     real: Prometheus, world: World
 ) -> None:
     gate = world.policy.levers.node_quarantine.return_gate
-    xid, dbe, remap = gate.render(B[0], CELL, "3600s")
+    queries = (gate.xid_query, gate.ecc_dbe_query, gate.row_remap_failure_query)
+    xid, dbe, remap = (gate.render(q, B[0], CELL, "3600s") for q in queries)
     # One series per XID the GPU held in the hour (err_code is a label): 0, then 79.
     found = {(labels[world.label], labels["gpu"], labels["err_code"], v) for labels, v in await rows(real, xid, T0)}
     assert found == {(B[0], str(B[1]), "0", 0), (B[0], str(B[1]), "79", 79)}
     assert [v for _, v in await rows(real, dbe, T0)] == [0]
     assert [v for _, v in await rows(real, remap, T0)] == [0]
-    xid, _, remap = gate.render(F[0], CELL, "3600s")
+    xid, _, remap = (gate.render(q, F[0], CELL, "3600s") for q in queries)
     assert [v for _, v in await rows(real, remap, T0)] == [1]
     # One spelling alone misses an exporter that writes the other.
     other = next(label for label in HOSTNAME_LABELS if label != world.label)

@@ -20,7 +20,6 @@ from bot.policy.sections import Policy
 from bot.postmortem import impact
 from bot.prom import Failed, Matrix, Vector, Why
 from bot.prom.connect import Prometheus
-from bot.prom.promql import escape
 from bot.triage import rules, streams
 from fbworld.fleet import trigger_query
 from fbworld.metrics import FIGURES, HEALTHY, FleetMetrics
@@ -71,8 +70,8 @@ def prom(demo: DemoPrometheus) -> Prometheus:
 def triage_text(policy: Policy, name: str, cell: str) -> str:
     """A triage query as `/incident triage` sends it (bot/triage/snapshot.py)."""
     q = next(q for q in policy.queries.queries if q.name == name)
-    taint_key = escape(policy.levers.node_quarantine.taint_key)
-    return Template(q.query).safe_substitute(cell=cell, taint_key=taint_key)
+    nq = policy.levers.node_quarantine
+    return q.render(cell, nq.taint_key, nq.dedicated_taints, nq.gpu_node_selector)
 
 
 def headroom_text(policy: Policy, cell: str) -> str:
