@@ -32,6 +32,7 @@ from tests.realkube.test_kueue_real import JOB_UID, WL, Queues, is_true, queues 
 from tests.support.harness import T0
 from tests.support.jobset_controller import NAME_LABEL, JobSetController, jobs_of
 from tests.support.kube_apiserver import ADMIN_CONTEXT, KubeAPIServer, until_read
+from tests.support.kueue_controller import KueueController
 from tests.support.levers import OPS
 
 NS = "realkube-gangs"
@@ -205,6 +206,7 @@ async def test_a_plain_job_kueue_admits_is_found_from_its_pods_and_priced_from_i
     app,
     admin: Kube,
     queues: Queues,  # noqa: F811 (the fixture imported above)
+    kueue_controller: KueueController,  # the real Kueue admits the Job (queues runs on it too)
 ):
     q, s, name = queues, queues.k.s, "plain-job"
     job = {
