@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -40,14 +41,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--speed", type=_speed, default=None, help="drill speed: 1 is real time (default), 10 ten times faster"
     )
+    # Never from REDIS_URL or KUBECONFIG: an operator exports those for production (bot/console/main.py).
+    c.add_argument(
+        "--redis", metavar="URL", help="keep state in this Redis instead of memory (the console then runs no timers)"
+    )
+    c.add_argument(
+        "--kubeconfig", metavar="FILE", type=Path, help="pull levers on these clusters (needs --real-clusters)"
+    )
+    c.add_argument("--real-clusters", action="store_true", help="yes, --kubeconfig names real clusters: act on them")
     a = sub.add_parser("audit", help="the hash-chained audit log")
     asub = a.add_subparsers(dest="audit_cmd", required=True)
     e = asub.add_parser("export", help="print entries as JSON Lines")
     e.add_argument("--incident")
-    v = asub.add_parser("verify", help="check the chain; non-zero exit names the first bad entry")
+    v = asub.add_parser(
+        "verify", help="check the chain: exit 1 names the first bad entry, 3 when no signed checkpoint vouches for it"
+    )
     v.add_argument("--pubkey", type=Path, help="PEM Ed25519 public key: also check the signed checkpoints")
     v.add_argument(
-        "--checkpoints", type=Path, help="JSON Lines of checkpoints (or the bot's audit_checkpoint log lines)"
+        "--checkpoints",
+        type=Path,
+        help="JSON Lines of checkpoints (or the bot's audit_checkpoint log lines), or a directory of such files",
     )
     kg = asub.add_parser("keygen", help="write an Ed25519 key pair for FIREBREAK_AUDIT_KEY into DIR")
     kg.add_argument("dir", type=Path)
@@ -81,7 +94,8 @@ def _speed(text: str) -> float:
 
 
 def _console(args: argparse.Namespace) -> int:
-    """`console [--drill NAME [--speed N]]`: the console and its world live in bot.console and fbworld."""
+    """`console [--drill NAME [--speed N]] [--redis URL] [--kubeconfig FILE --real-clusters]`: the console
+    and its world live in bot.console and fbworld."""
     from bot.console import WORLD_MISSING, world_installed
 
     if not world_installed():
@@ -89,7 +103,15 @@ def _console(args: argparse.Namespace) -> int:
         return 2
     from bot.console.main import main
 
-    return main(args.user, args.script, args.drill, args.speed)
+    return main(
+        args.user,
+        args.script,
+        args.drill,
+        args.speed,
+        redis_url=args.redis,
+        kubeconfig=args.kubeconfig,
+        real_clusters=args.real_clusters,
+    )
 
 
 async def export(log: AuditLog, incident: str | None, out: TextIO) -> None:
@@ -140,7 +162,7 @@ async def _audit(args: argparse.Namespace) -> int:
     from bot.audit import AuditLog, sign
     from bot.audit.chain import AuditIndexError, OldLayout, collector_paused
     from bot.clock import SystemClock
-    from bot.store import connect
+    from bot.store import Keys, connect
 
     pub = None
     given: Expected | None = None
@@ -174,12 +196,29 @@ async def _audit(args: argparse.Namespace) -> int:
             if pub is not None:
                 return await _verify_signed(log, pub, given)
             bad = await log.verify()
-            if bad is None:
-                n = await log.count()
-                print(f"audit chain OK ({n} entries)")
-                return 0
-            print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)
-            return 1
+            if bad is not None:
+                print(f"audit chain BROKEN at seq {bad}", file=sys.stderr)
+                return 1
+            n = await log.count()
+            # The hash chain alone passes a rewrite of the whole chain: where the bot signs, only
+            # checkpoints kept outside Redis can say OK. Redis's copies are a hint (a forger can
+            # delete them); FIREBREAK_AUDIT_KEY where verify runs is one Redis can't take away.
+            copies = await log.redis.llen(Keys.AUDIT_CHECKPOINTS)
+            if settings.firebreak_audit_key is not None or copies:
+                why = (
+                    "FIREBREAK_AUDIT_KEY is set"
+                    if settings.firebreak_audit_key
+                    else f"Redis holds {copies} checkpoints"
+                )
+                print(
+                    f"audit chain NOT PROVEN ({n} entries hash-linked): {why}, so the bot signs checkpoints, and the"
+                    " hash chain alone passes a rewrite of the whole chain: run `firebreak audit verify --pubkey"
+                    " audit-key.pub.pem --checkpoints FILE|DIR` with the checkpoints kept outside Redis",
+                    file=sys.stderr,
+                )
+                return NOT_PROVEN
+            print(f"audit chain OK ({n} entries)")
+            return 0
     except AuditIndexError as exc:
         print(f"firebreak: {exc}: the log was altered (run `firebreak audit verify`)", file=sys.stderr)
         return 1
@@ -193,12 +232,16 @@ async def _audit(args: argparse.Namespace) -> int:
         await r.aclose()
 
 
+NOT_PROVEN = 3  # the chain is whole as far as it was checked, but nothing outside Redis vouches for all of it
+
+
 async def _verify_signed(log: AuditLog, pub: Ed25519PublicKey, given: Expected | None) -> int:
-    """`verify --pubkey`: the chain against checkpoints signed by ``pub`` (the file's, else Redis's copies)."""
+    """`verify --pubkey`: the chain against checkpoints signed by ``pub``: the file's (or the
+    directory's), else Redis's copies, which can name a break but never prove the chain whole."""
     from bot.audit import sign
 
     checkpoints = given if given is not None else await sign.stored_checkpoints(log.redis, pub)
-    where = "the checkpoints file" if given is not None else "Redis (copies: pass --checkpoints for the published ones)"
+    where = "the checkpoints file" if given is not None else "Redis"
     try:
         bad = await sign.verify_signed(log, checkpoints)
     except sign.BadCheckpoint as exc:
@@ -214,9 +257,21 @@ async def _verify_signed(log: AuditLog, pub: Ed25519PublicKey, given: Expected |
         )
         return 1
     n = await log.count()
-    if not checkpoints.count:
-        print(f"audit chain OK ({n} entries), but no signed checkpoint in {where}: only hash-chained")
-        return 0
+    if given is None:
+        print(
+            f"audit chain NOT PROVEN ({n} entries): no checkpoint from outside Redis was given, and Redis's"
+            f" {checkpoints.count} copies (up to seq {newest}) are whoever writes Redis's to delete or trim:"
+            " pass --checkpoints FILE|DIR (the bot's audit_checkpoint log lines, or the audit channel's posts)",
+            file=sys.stderr,
+        )
+        return NOT_PROVEN
+    head, _ = await log.head()
+    problems = checkpoints.gaps()
+    if (tail := checkpoints.tail(head, time.time())) is not None:
+        problems.append(tail)
+    if problems:
+        print(f"audit chain NOT PROVEN ({n} entries): " + "; ".join(problems), file=sys.stderr)
+        return NOT_PROVEN
     print(f"audit chain OK ({n} entries; signed up to seq {newest}, {checkpoints.count} checkpoints from {where})")
     return 0
 

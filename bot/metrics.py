@@ -42,6 +42,15 @@ APPROVALS_PENDING = Gauge(
     "Approval windows open (lever requests and break-glass grants awaiting votes), cluster-wide, read at scrape",
     registry=REGISTRY,
 )
+# Set by each replica's signer (bot/audit/sign.py Checkpointer): 0 while the newest signed checkpoint
+# covers the chain head, else how long this replica has seen the head past it. It saws between 0 and
+# the cadence (60 s) in normal running; growing past it, something stops the signing (a claim held
+# in Redis, a failing Redis, a key the replicas cannot use). Aggregate it with max.
+AUDIT_CHECKPOINT_AGE = Gauge(
+    "firebreak_audit_checkpoint_age_seconds",
+    "Seconds this replica has seen the audit chain head without a signed checkpoint covering it (0: covered)",
+    registry=REGISTRY,
+)
 REMINDER_LATENESS = Histogram(
     "firebreak_reminder_lateness_seconds",
     "Due time to posted, for update reminders and escalations",

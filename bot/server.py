@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from slack_bolt.async_app import AsyncApp
 
 from bot import logs, metrics
-from bot.core.hooks import SCRAPE
+from bot.core.hooks import READINESS, SCRAPE
 from bot.core.services import Services
 from bot.metrics import REGISTRY
 from bot.slack import inbound
@@ -31,6 +31,7 @@ log = logs.get(__name__)
 SLACK_PATH = "/slack/events"
 UNSIGNED = "hash-chained only: FIREBREAK_AUDIT_KEY is unset, so whoever can write Redis can rewrite it undetected"
 SCRAPE_TIMEOUT_S = 1.0  # a store-read gauge that cannot be read in time is NaN in this scrape
+READY_CHECK_S = 0.7  # a capability's readiness check that takes longer is "not ready" this time
 
 
 class Intake:
@@ -120,7 +121,20 @@ def build_web(svc: Services, bolt: AsyncApp, lane: Lane | None = None) -> web.Ap
         ok = await ping(svc.redis)
         # Not a readiness condition: says what the audit log can prove (docs/security-model.md).
         audit = "signed checkpoints" if svc.settings.firebreak_audit_key else UNSIGNED
-        return web.json_response({"ok": ok, "redis": ok, "audit": audit}, status=200 if ok else 503)
+        body: dict[str, object] = {"ok": ok, "redis": ok, "audit": audit}
+        for check in svc.registry.hooked(READINESS):  # e.g. the admission self-test (levers/selftest.py)
+            try:
+                async with asyncio.timeout(READY_CHECK_S):
+                    got = await check(svc)
+            except Exception as exc:  # noqa: BLE001 - a check that fails or hangs is "not ready", said
+                name = getattr(check, "__module__", "check").rsplit(".", 1)[-1]
+                got = (name, False, f"the check failed: {type(exc).__name__}")
+            if got is not None:
+                name, ready, found = got
+                body[name] = found
+                ok = ok and ready
+        body["ok"] = ok
+        return web.json_response(body, status=200 if ok else 503)
 
     async def metrics_page(_: web.Request) -> web.Response:
         await _scrape(svc)

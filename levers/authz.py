@@ -19,7 +19,7 @@ from levers.base import rule_of
 from levers.catalogue import LEVERS
 from levers.commands import PullLever, Undo
 from levers.requests import LeverRequest
-from levers.scope import scope_name
+from levers.scope import FLEET, scope_name
 from levers.store import lever_store
 
 # What levers and approvals can't do while Slack can't say who is eligible.
@@ -59,11 +59,12 @@ async def _decide(
     return None
 
 
-async def _eligible_role(svc: Services, inc: IncidentView, user: str, roles: list[str]) -> Verdict | None:
+async def _eligible_role(svc: Services, inc: IncidentView, user: str, roles: list[str], cell: str) -> Verdict | None:
     """None when ``user`` is eligible (roles.yaml) for one of the lever ``roles`` they hold here,
-    else the verdict to refuse with (not eligible, or Slack didn't say); checked at every pull."""
+    else the verdict to refuse with (not eligible, or Slack didn't say); checked at every pull.
+    ``oncall`` counts only in the lever's own ``cell``, never on the fleet context (DESIGN §11)."""
     held = [r for r in roles if r in inc.holders(user)]
-    verdicts = await eligibility(svc).check_seats(user, held, inc.cells)
+    verdicts = await eligibility(svc).check_seats(user, held, None if cell == FLEET else [cell])
     if any(v.ok for v in verdicts.values()):
         return None
     # Slack's silence first: the fix is to wait, not to join a group the user may be in already.
@@ -75,7 +76,7 @@ async def access(svc: Services, inc: IncidentView | None, user: str, lever: str,
     roles = rule_of(svc.policy.levers, LEVERS[lever]).roles
     ineligible = None
     if inc is not None and set(roles) & set(inc.holders(user)):
-        ineligible = await _eligible_role(svc, inc, user, roles)
+        ineligible = await _eligible_role(svc, inc, user, roles, cell)
         if ineligible is None:
             return Access(True)
     for provider in svc.registry.hooked(hooks.GRANT_PROVIDERS):
@@ -113,7 +114,7 @@ async def still_allowed(svc: Services, rec: LeverRequest) -> str | None:
     roles = rule_of(svc.policy.levers, LEVERS[rec.lever]).roles
     ineligible = None
     if inc is not None and set(roles) & set(inc.holders(rec.requester)):
-        ineligible = await _eligible_role(svc, inc, rec.requester, roles)
+        ineligible = await _eligible_role(svc, inc, rec.requester, roles, rec.cell)
         if ineligible is None:
             return None
     if rec.grant_id:

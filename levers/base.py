@@ -23,6 +23,8 @@ from levers.plan import JSON_PATCH, MERGE, ApiCall, Plan, is_absent, kubectl_pat
 from levers.price import Price
 
 P = TypeVar("P", bound=BaseModel)
+# The fields a lever sets (Lever.writes): JSON pointer (or a pattern) -> the value set there, or a predicate on it.
+Writes = dict[str | re.Pattern[str], Any]
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
@@ -212,6 +214,22 @@ class Lever(ABC):
     def object_path(self, ctx: Ctx, plan: Plan) -> str:
         """Where the plan's changes live: the target, or the object the lever acts through (plan.path)."""
         return plan.path or self.path(ctx)
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        """The fields this lever's plan sets on the object at ``path`` (JSON pointer, or a pattern where the
+        object decides, e.g. a route's rule index), each with the value it sets there (or a predicate on
+        it), recomputed from the lever's code, target and params. The provenance annotations are every
+        lever's and not listed. A stored record naming any other field is refused (levers/bounds.py), so
+        a lever that declares none has every stored record refused (levers.catalogue requires one)."""
+        return {}
+
+    async def object_of(self, ctx: Ctx, stored: str | None) -> str:
+        """The object a stored record may act on, recomputed from the target: the target itself (a record
+        naming another path raises LeverRefusal). A lever acting through another object overrides this."""
+        path = self.path(ctx)
+        if stored is not None and stored != path:
+            raise LeverRefusal(f"the object {stored}, not its target {path}")
+        return path
 
     def manual_undo(self, target: str, context: str, pre_state: dict[str, Any]) -> str:
         """For a lever Firebreak can't undo: what a person runs to put back what it changed ('' if nothing fits)."""

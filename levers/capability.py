@@ -7,10 +7,10 @@ command `lever_settle` is not typed, so not listed).
 from __future__ import annotations
 
 from bot.core.grammar import Spec
-from bot.core.hooks import KNOWN_CELLS, ON_RESOLVE, STATUS_LINE
+from bot.core.hooks import KNOWN_CELLS, ON_RESOLVE, READINESS, STATUS_LINE
 from bot.core.registry import Registry
 from bot.core.timeline import CommandDetail
-from levers import authz, listing, pull, recheck, reconcile, resolve, scope, timeline, undo
+from levers import authz, listing, pull, recheck, reconcile, resolve, scope, selftest, timeline, undo
 from levers.commands import LeverSettle, ListLevers, PullLever, Undo
 
 
@@ -47,6 +47,9 @@ def register(reg: Registry) -> None:
     reg.job(reconcile.JOB, reconcile.settle_due)
     reg.job(recheck.JOB, recheck.due)  # a verdict read again when the controller's window ends
     reg.on_start(reconcile.reconcile_in_flight)
+    # Each cell's admission policies still refuse a forbidden dry run as Firebreak (/readyz says so).
+    reg.on_start(selftest.at_start)
+    reg.add(READINESS, selftest.readiness)
     reg.add(STATUS_LINE, listing.open_levers)
     reg.add(KNOWN_CELLS, scope.known_cells)
     reg.add(ON_RESOLVE, resolve.on_resolve)

@@ -21,7 +21,7 @@ from bot.chat.text import literal
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.services import Services
-from levers import authz, evidence, gitops, hooks, inflight, messages, resolve
+from levers import authz, bounds, evidence, gitops, hooks, inflight, messages, resolve
 from levers.apply import Changed, NotApplied, apply_plan
 from levers.base import Ctx, Lever, LeverRefusal, priced
 from levers.catalogue import LEVERS
@@ -113,6 +113,12 @@ async def _run(svc: Services, rec: LeverRequest, approver: str) -> ExecResult:
             reason="grant ended" if rec.grant_id else "role removed",
             denied=denied,
         )
+    try:
+        # The permission recheck above judges rec.cell; the context written to must be that cell's.
+        await bounds.where(svc, rec)
+    except bounds.Tampered as t:
+        refused = await bounds.refuse(svc, rec, t, "apply", approver, post=False)
+        return await _finish(svc, rec, LeverState.failed, refused, False, reason="record refused")
     try:
         ctx = await for_record(svc, rec)
         obj = await ctx.kube.get(lever.path(ctx))

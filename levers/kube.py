@@ -65,6 +65,10 @@ CREDENTIAL_TIMEOUT = 30.0  # an exec plugin (aws eks get-token, gke-gcloud-auth-
 EXPIRY_MARGIN = timedelta(seconds=10)
 DISCOVERY_TTL = 300.0  # seconds; a CRD installed or upgraded later is seen after this
 PAGE = 500  # items per list page (kubectl's chunk size)
+# What a cluster is, whatever URL reaches it: the uid of its kube-system namespace, made when the cluster
+# was and never changed. Read once per context; an unreadable one is asked again after IDENTITY_RETRY.
+IDENTITY_PATH = "/api/v1/namespaces/kube-system"
+IDENTITY_RETRY = 60.0  # seconds
 
 Loaded = tuple[Configuration, datetime | None]  # a context's client settings, the exec credential's expiry
 
@@ -401,6 +405,26 @@ class CellClient:
     _reloading: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _retired: list[ApiClient] = field(default_factory=list, init=False, repr=False)
     _discovery: dict[str, tuple[float, dict[str, Any] | None]] = field(default_factory=dict, init=False, repr=False)
+    _identity: str | None = field(default=None, init=False, repr=False)
+    _identity_failed: float | None = field(default=None, init=False, repr=False)  # monotonic time of the last miss
+
+    async def identity(self) -> str | None:
+        """The cluster's identity (its kube-system namespace's uid), read once and kept: None when it can't
+        be read (no such namespace, no RBAC grant, the server down), asked again after IDENTITY_RETRY."""
+        if self._identity is not None:
+            return self._identity
+        if self._identity_failed is not None and time.monotonic() - self._identity_failed < IDENTITY_RETRY:
+            return None
+        try:
+            uid = ((await self.get(IDENTITY_PATH)).get("metadata") or {}).get("uid")
+        except KubeError as e:
+            log.warning("kube_identity_unread", context=self.context, error=str(e))
+            uid = None
+        if not isinstance(uid, str) or not uid:
+            self._identity_failed = time.monotonic()
+            return None
+        self._identity = uid
+        return uid
 
     async def call(
         self,
@@ -614,6 +638,13 @@ class CellClient:
             if isinstance(r, dict) and r.get("name") and "/" not in str(r["name"])
         }
 
+    async def scales(self, api_version: str, plural: str) -> bool:
+        """Whether `plural` in `api_version` has a /scale subresource (what an HPA and KEDA can scale)."""
+        doc = await self._discover(f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}")
+        return any(
+            isinstance(r, dict) and r.get("name") == f"{plural}/scale" for r in (doc or {}).get("resources") or []
+        )
+
     async def plural_for(self, api_version: str, kind: str) -> str | None:
         """The resource name (plural) the cluster serves `kind` under in `api_version` ("apps/v1", "v1")."""
         return next((p for p, k in (await self._plurals(api_version)).items() if k == kind), None)
@@ -671,14 +702,31 @@ class Kube:
         doc = await self._doc()
         return None if doc is None else contexts_of(doc)
 
-    async def same_server(self, context: str, other: str) -> bool:
-        """Do the two contexts point at one API server (by URL, normalised)? A context is decided by
-        the cluster it reaches, not by its name: `local` and `global` on one server are one cluster."""
+    async def same_server(self, context: str, other: str, identify: bool = True) -> bool:
+        """Do the two contexts reach one cluster? Decided by what the cluster is, not by how it is
+        spelled: the uid of each one's kube-system namespace (CellClient.identity: kubernetes.default.svc,
+        its .svc.cluster.local name, the service IP and a trailing dot are all one cluster). When either
+        identity can't be read, or ``identify`` is False (nothing may be read from ``context``: a cell the
+        incident does not reach), the URLs are compared (normalised), as before identities were read."""
         if context == other:
             return True
         doc = await self._doc()
         servers = servers_of(doc) if doc is not None else {}
-        return context in servers and servers.get(context) == servers.get(other)
+        if context not in servers:
+            return False
+        if not identify:
+            return servers.get(context) == servers.get(other)
+        mine, theirs = await asyncio.gather(self._identity_of(context), self._identity_of(other))
+        if mine is not None and theirs is not None:
+            return mine == theirs
+        return servers.get(context) == servers.get(other)
+
+    async def _identity_of(self, context: str) -> str | None:
+        try:
+            return await (await self.client(context)).identity()
+        except (UnknownCell, KubeError) as e:
+            log.warning("kube_identity_unread", context=context, error=str(e))
+            return None
 
     async def close(self) -> None:
         for c in self._clients.values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.chat.text import code_block, literal
+from bot.chat.text import code_block, inert, literal
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
@@ -12,6 +12,18 @@ from levers.price import Price
 from levers.requests import LeverRequest, LeverState
 
 NOT_PULLED = "Not pulled, nothing changed: "
+
+
+def _effect(rec: LeverRequest) -> str:
+    """The plan's effect line: it names what the lever found in the cluster (a ScaledObject's target, a
+    backend), so it reaches chat inert (bot/chat/text.py)."""
+    return inert(str(rec.plan.get("effect") or ""))
+
+
+def _said(rec: LeverRequest, text: str) -> str:
+    """A verdict or a reason for chat: cluster data inside it (Argo's status message, the API server's
+    error echoing a name) made inert; only the request's own people stay mentioned."""
+    return inert(text, tuple(u for u in (rec.requester, rec.approved_by, rec.undone_by) if u))
 
 
 def no_context(cell: str, context: str, fleet: bool, known: list[str] | None) -> str:
@@ -49,7 +61,7 @@ def server_said(answers: list[dict[str, Any]]) -> str:
     refused = [a for a in answers if not a["accepted"]]
     if not refused:
         return "The API server accepted it (dryRun=All: RBAC, admission and schema checked; nothing stored)."
-    said = "; ".join(f"{a['call']}: {a['error']}" for a in refused)
+    said = inert("; ".join(f"{a['call']}: {a['error']}" for a in refused))  # its message echoes cluster data
     return f"The API server REFUSED it (dryRun=All), so a real pull would fail: {said}."
 
 
@@ -74,17 +86,18 @@ def applying(rec: LeverRequest) -> str:
     """Posted in the incident channel just before the write: what it does, and what it costs."""
     who = f"approved by <@{rec.approved_by}>" if rec.approved_by and rec.approved_by != "policy" else "within policy"
     return (
-        f"{rec.label}: applying now ({who}, asked by <@{rec.requester}>): {rec.plan.get('effect')}.\n"
+        f"{rec.label}: applying now ({who}, asked by <@{rec.requester}>): {_effect(rec)}.\n"
         f"{price_text(rec)}\nkubectl:\n{code_block(rec.plan.get('kubectl', ''))}"
     )
 
 
 def dry_run(rec: LeverRequest) -> str:
-    notes = "".join(f"\n{n}" for n in rec.notes)
-    approval = f"\nWould need approval: {'; '.join(rec.needs_approval)}." if rec.needs_approval else ""
+    notes = "".join(f"\n{_said(rec, n)}" for n in rec.notes)
+    needs = inert("; ".join(rec.needs_approval))
+    approval = f"\nWould need approval: {needs}." if rec.needs_approval else ""
     server = f"\n{server_said(rec.result['dry_run'])}" if "dry_run" in rec.result else ""
     return (
-        f"{rec.label} (dry run): plan: {rec.plan.get('effect')}.{notes}\n{price_text(rec)}{approval}{server}\n"
+        f"{rec.label} (dry run): plan: {_effect(rec)}.{notes}\n{price_text(rec)}{approval}{server}\n"
         f"{plan_text(rec)}\n"
         "Nothing was changed."
     )
@@ -98,20 +111,21 @@ def undo_hint(rec: LeverRequest) -> str:
 
 
 def done(rec: LeverRequest, verified: bool, text: str, rv: str | None) -> str:
-    rv_part = f", rv {rv}" if rv else ""
+    rv_part = f", rv {inert(rv)}" if rv else ""
+    text = _said(rec, text)
     if verified:
         return f"{rec.label}: applied and verified ({text}{rv_part}). {undo_hint(rec)}\n{price_text(rec)}"
     return f"{rec.label}: applied{rv_part} but NOT verified: {text}. {undo_hint(rec)}\n{price_text(rec)}"
 
 
 def failed(rec: LeverRequest, reason: str) -> str:
-    return f"{rec.label}: failed: {reason}."
+    return f"{rec.label}: failed: {_said(rec, reason)}."
 
 
 def needs_approval(rec: LeverRequest) -> str:
     return (
-        f"{rec.label} needs approval ({'; '.join(rec.needs_approval)}): posted for approval. "
-        f"Once approved: {rec.plan.get('effect')}; nothing has changed yet.\n{price_text(rec)}"
+        f"{rec.label} needs approval ({inert('; '.join(rec.needs_approval))}): posted for approval. "
+        f"Once approved: {_effect(rec)}; nothing has changed yet.\n{price_text(rec)}"
     )
 
 

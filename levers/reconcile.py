@@ -17,6 +17,10 @@ that request, on the same object, done or in flight, and every field it set is t
 request owns the object. Nothing is put back over it; the stuck request's outcome is read from
 what the later request found when it planned (its pre-state), and the settle says "superseded".
 
+The record comes from Redis, and settling it may write (putting back part of a plan cut short): it is
+first held to what its lever could have planned (levers/bounds.py). One that names another object or
+field is not settled: audited, posted, left in flight for a person, and not retried by its timer.
+
 Each settle is the system command `lever_settle`, run through the one
 dispatcher like every timer: one `command.lever_settle` entry (source `system`
 from the start sweep, `scheduler` from its timer), and the lever.* event it
@@ -34,11 +38,10 @@ from bot.core.posts import announce
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request, Source
 from bot.core.services import Services
 from bot.scheduler import Job
-from levers import hooks, inflight, messages
-from levers.base import Ctx, Lever, LeverRefusal
+from levers import bounds, hooks, inflight, messages
+from levers.base import LeverRefusal
 from levers.catalogue import LEVERS
 from levers.commands import LeverSettle
-from levers.context import for_record
 from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, REQUEST_ANNOTATION, Plan, ptr, read
 from levers.requests import IN_FLIGHT, LeverEvent, LeverRequest, LeverState
@@ -98,10 +101,12 @@ async def settle(svc: Services, req: Request, cmd: LeverSettle, inc: IncidentVie
     if svc.clock.now() < _stuck_at(svc, rec):  # it moved on and back in flight since the sweep looked
         await _later(svc, rec, _stuck_at(svc, rec))
         raise Refusal(f"{rec.id} is {rec.state} and not stuck yet.", request=rec.id)
-    lever = LEVERS[rec.lever]
     try:
-        ctx = await for_record(svc, rec)
-        obj = await ctx.kube.get(lever.object_path(ctx, Plan.from_record(rec.plan, rec.pre_state)))
+        held = await bounds.check(svc, rec)
+        obj = await held.ctx.kube.get(held.path)
+    except bounds.Tampered as t:
+        # Not retried: the record stays as it is for a person to look at (the audit log says what it was).
+        raise Refusal(await bounds.refuse(svc, rec, t, "settle"), request=rec.id) from None
     except (KubeError, UnknownCell, LeverRefusal) as e:
         # Can't tell what landed: look again later (the scheduler also retries this job soon).
         retry = svc.clock.now() + svc.policy.levers.stuck_after_seconds
@@ -111,7 +116,7 @@ async def settle(svc: Services, req: Request, cmd: LeverSettle, inc: IncidentVie
             message=f"{rec.label}: could not read it back ({e}); looking again at {hhmm(retry)} UTC.",
             audit={"request": rec.id, "settled": None, "error": str(e)[:200]},
         )
-    settled = await (_executing if rec.state is LeverState.executing else _undoing)(svc, req, rec, lever, ctx, obj)
+    settled = await (_executing if rec.state is LeverState.executing else _undoing)(svc, req, rec, held, obj)
     if settled is None:
         raise Refusal(f"{rec.id} was settled by another process.", request=rec.id)
     state, message = settled
@@ -168,8 +173,9 @@ def _superseded(rec: LeverRequest, later: LeverRequest) -> str:
 # Each returns (state, message), or None when another process settled it first. The lever.* entry is the
 # same event the executor / undo write in the normal path, tied to this settle's request id.
 async def _executing(
-    svc: Services, req: Request, rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any]
+    svc: Services, req: Request, rec: LeverRequest, held: bounds.Checked, obj: dict[str, Any]
 ) -> tuple[str, str] | None:
+    lever, ctx = held.lever, held.ctx
     plan = Plan.from_record(rec.plan, rec.pre_state)
     present = {p: v for p, v in plan.changes.items() if read(obj, p) == v}
     rv = (obj.get("metadata") or {}).get("resourceVersion")
@@ -193,7 +199,7 @@ async def _executing(
         )
         await lever.release(ctx, plan)
     else:
-        message = messages.failed(rec, f"{await _put_back(ctx, lever, rec, present, obj)} ({NOT_REAPPLIED})")
+        message = messages.failed(rec, f"{await _put_back(held, rec, present, obj)} ({NOT_REAPPLIED})")
         await lever.release(ctx, plan)
     result = {
         "ok": state is LeverState.done,
@@ -220,21 +226,28 @@ async def _executing(
     return state, message
 
 
-async def _put_back(ctx: Ctx, lever: Lever, rec: LeverRequest, present: dict[str, Any], obj: dict[str, Any]) -> str:
+async def _put_back(held: bounds.Checked, rec: LeverRequest, present: dict[str, Any], obj: dict[str, Any]) -> str:
     """A plan cut between calls: restore what landed (guarded), so nothing is left half-applied."""
-    ops = lever.undo_ops(present, rec.pre_state, obj)
+    ops = held.lever.undo_ops(present, rec.pre_state, obj)
     if not ops:
         return "interrupted before the write landed; nothing changed"
     try:
-        await ctx.kube.call("PATCH", lever.object_path(ctx, Plan.from_record(rec.plan, rec.pre_state)), JSON_PATCH, ops)
+        bounds.within(held, ops)  # the record's own fields only (they were checked before anything was read)
+    except bounds.Tampered as t:
+        return (
+            f"interrupted part-way; what had landed was not put back ({bounds.why(rec, t)}): check {rec.target} by hand"
+        )
+    try:
+        await held.ctx.kube.call("PATCH", held.path, JSON_PATCH, ops)
     except KubeError as e:
         return f"interrupted part-way, and putting back what had landed failed ({e}): check {rec.target} by hand"
     return "interrupted part-way; what had landed was put back, nothing changed"
 
 
 async def _undoing(
-    svc: Services, req: Request, rec: LeverRequest, lever: Lever, ctx: Ctx, obj: dict[str, Any]
+    svc: Services, req: Request, rec: LeverRequest, held: bounds.Checked, obj: dict[str, Any]
 ) -> tuple[str, str] | None:
+    lever, ctx = held.lever, held.ctx
     store = lever_store(svc)
     rv = (obj.get("metadata") or {}).get("resourceVersion")
     later = await superseded_by(svc, rec, obj)

@@ -1,8 +1,9 @@
 """Which cell (kube context) a lever acts on, whether that makes it fleet-wide, and whether the
 incident may reach it.
 
-Fleet-wide is a property of the cluster, not of a context's name (DESIGN §5): a context whose API
-server is the fleet context's server is the fleet too (for approvals and break-glass scope). A
+Fleet-wide is a property of the cluster, not of a context's name or of how its URL is spelled (DESIGN
+§5): a context that reaches the fleet context's cluster (the same kube-system namespace uid, read once
+per context: levers/kube.py) is the fleet too (for approvals and break-glass scope). A
 lever on a cell acts only inside the incident's scope (DESIGN §2): its cells, widened only by the
 IC's `/incident scope add <cell>`.
 """
@@ -14,10 +15,12 @@ from dataclasses import dataclass
 from bot.core.request import IncidentView
 from bot.core.services import Services
 from bot.policy.levers import LeversPolicy
-from levers.base import Lever, LeverRefusal, Target, rule_of
+from levers.base import Access, Lever, LeverRefusal, Target, rule_of
 from levers.kube import KubeError, UnknownCell, kube_for
 
 FLEET = "fleet"
+# Reading a cluster's identity (levers/kube.py IDENTITY_PATH): deploy/rbac grants exactly this.
+READS = (Access("", "namespaces", ("get",), names=("kube-system",), cluster=True),)
 
 
 @dataclass(frozen=True)
@@ -55,12 +58,13 @@ def resolve(policy: LeversPolicy, lever: Lever, cell: str | None, inc: IncidentV
     return Scope(cell, policy.context_of(cell))
 
 
-async def by_server(svc: Services, scope: Scope) -> Scope:
-    """``scope`` made fleet-wide when its context points at the fleet context's API server."""
+async def by_server(svc: Services, scope: Scope, identify: bool = True) -> Scope:
+    """``scope`` made fleet-wide when its context reaches the fleet context's cluster (by identity; by URL
+    alone when ``identify`` is False)."""
     if scope.fleet:
         return scope
     fleet = svc.policy.levers.fleet_context
-    if await kube_for(svc).same_server(scope.context, fleet):
+    if await kube_for(svc).same_server(scope.context, fleet, identify):
         return Scope(FLEET, scope.context, alias=scope.cell)
     return scope
 
@@ -77,7 +81,11 @@ async def place(svc: Services, lever: Lever, cell: str | None, inc: IncidentView
     """Where the lever acts, checked: LeverRefusal when no cell is named, UnknownCell when the
     kubeconfig has no such context, OutOfScope when the incident does not cover the cell. The fleet
     (and any context on its API server) keeps its own rule: it always needs approval."""
-    scope = await by_server(svc, resolve(svc.policy.levers, lever, cell, inc))
+    named = resolve(svc.policy.levers, lever, cell, inc)
+    # A cell outside the incident is not read at all, not even for its identity: it is the fleet only if
+    # its URL says so, else refused as out of scope (widened, the next pull reads who it is).
+    in_scope = named.fleet or inc is None or named.cell in inc.cells
+    scope = await by_server(svc, named, identify=in_scope)
     if scope.fleet or inc is None or scope.cell in inc.cells:
         return scope
     known = await kube_for(svc).contexts()
@@ -92,8 +100,11 @@ async def scope_name(svc: Services, lever: Lever, cell: str | None, inc: Inciden
         scope = resolve(svc.policy.levers, lever, cell, inc)
     except LeverRefusal:
         return cell or FLEET
+    # By URL only: this runs before the role check, and a person without a role reaches no API server.
+    # A respelled fleet context named as a cell is found by place() (the request's cell is "fleet"), and
+    # a fleet request always waits for approval, whose run checks the requester again on that cell.
     try:
-        return (await by_server(svc, scope)).cell
+        return (await by_server(svc, scope, identify=False)).cell
     except KubeError:  # an unreadable kubeconfig: the pull itself says so, with its reason
         return scope.cell
 

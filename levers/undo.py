@@ -11,6 +11,10 @@ after the restore) leaves `undoing`, which levers/reconcile.py settles from a
 read-back when the timer armed before the claim fires (levers/inflight.py). The
 patch tests that every field still holds what the lever set, so a later edit is
 never overwritten.
+
+The record comes from Redis: before anything is read or written for it, it is held to what its lever
+could have planned (levers/bounds.py); one that names another object or field is refused, audited and
+posted, and nothing is sent.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from levers import authz, hooks, inflight, messages
+from levers import authz, bounds, hooks, inflight, messages
 from levers.apply import unsure
 from levers.base import Ctx, Lever, LeverRefusal, Verified
 from levers.catalogue import LEVERS
@@ -32,7 +36,7 @@ from levers.commands import Undo
 from levers.context import for_record
 from levers.executor import ExecResult
 from levers.kube import KubeError, UnknownCell
-from levers.plan import JSON_PATCH, Plan, canonical, is_absent
+from levers.plan import JSON_PATCH, canonical, is_absent
 from levers.requests import LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store
 
@@ -46,11 +50,20 @@ async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Out
         raise Refusal(f"There is no {cmd.request}. `/incident status` lists this incident's open levers.")
     if rec.incident != inc.id:
         raise Refusal(f"{rec.id} belongs to {rec.incident}; undo it from that incident's channel.")
-    lever = LEVERS[rec.lever]
     grant = authz.allowed_grant(req)
+    try:
+        await bounds.check(svc, rec)
+        held = True
+    except bounds.Tampered as t:
+        await hooks.grant_used(svc, rec, grant, "undo refused: the stored record names what its lever never writes")
+        raise Refusal(await bounds.refuse(svc, rec, t, "undo", req.actor), request=rec.id) from None
+    except (KubeError, UnknownCell, LeverRefusal):
+        held = False  # the cell can't be read now: restore() checks again, and says why it can't undo
+    lever = LEVERS[rec.lever]
     if not lever.reversible:
         await hooks.grant_used(svc, rec, grant, "undo refused: not reversible")
-        by_hand = lever.manual_undo(rec.target, rec.context, rec.pre_state)
+        # The line a person runs is built from the stored before-values: only from a record that held.
+        by_hand = lever.manual_undo(rec.target, rec.context, rec.pre_state) if held else ""
         raise Refusal(
             f"{rec.label} can't be undone by Firebreak: {lever.not_reversible_why}."
             + (f" To put it back: `{by_hand}`" if by_hand else ""),
@@ -137,13 +150,12 @@ async def restore(
         why = f"{rec.label} is {state.replace('_', ' ')}; only a lever that ran (done) can be undone."
         await hooks.grant_used(svc, rec, grant_id, f"undo refused: {state}")
         raise LeverRefusal(why)
-    lever = LEVERS[rec.lever]
     read_back = ""
     try:
-        ctx = await for_record(svc, rec)
-        path = lever.object_path(ctx, Plan.from_record(rec.plan, rec.pre_state))
+        held = await bounds.check(svc, rec)
+        lever, ctx, path = held.lever, held.ctx, held.path
         try:
-            ops, resp = await _send_restore(ctx, lever, rec, path)
+            ops, resp = await _send_restore(held, rec)
         except Unanswered as u:
             # The restore may have been stored: read back before saying anything.
             landed = await _read_back(ctx, rec, path)
@@ -151,6 +163,8 @@ async def restore(
                 return await _unsettled(svc, rec, actor, u.error, now, grant_id)
             ops, resp = u.ops, landed
             read_back = f"the restore got no answer ({messages.api_error(u.error)}); read back: it landed; "
+    except bounds.Tampered as t:
+        return await _tampered(svc, rec, actor, grant_id, t)
     except (KubeError, UnknownCell, LeverRefusal) as e:
         return await _not_undone(svc, rec, actor, grant_id, e)
     rv = (resp.get("metadata") or {}).get("resourceVersion")
@@ -209,12 +223,14 @@ class Unanswered(Exception):
         self.ops = ops
 
 
-async def _send_restore(ctx: Ctx, lever: Lever, rec: LeverRequest, path: str) -> tuple[list[Any], dict[str, Any]]:
-    """The guarded restore patch, built from a fresh read; (ops, response)."""
+async def _send_restore(held: bounds.Checked, rec: LeverRequest) -> tuple[list[Any], dict[str, Any]]:
+    """The guarded restore patch, built from a fresh read and held to the record's checked fields; (ops, response)."""
+    ctx, lever, path = held.ctx, held.lever, held.path
     changes = rec.plan.get("changes", {})
     for attempt in (1, 2):
         current = await ctx.kube.get(path)
         ops = lever.undo_ops(changes, rec.pre_state, current)
+        bounds.within(held, ops)
         try:
             return ops, await ctx.kube.call("PATCH", path, JSON_PATCH, ops)
         except KubeError as e:
@@ -258,6 +274,17 @@ async def _unsettled(
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id, "undo sent, no answer; settled by read-back later")
     return ExecResult(message, False, LeverState.undoing)
+
+
+async def _tampered(
+    svc: Services, rec: LeverRequest, actor: str, grant_id: str | None, t: bounds.Tampered
+) -> ExecResult:
+    """The stored record names what its lever never writes: nothing was sent; the claim goes back to `done`."""
+    await lever_store(svc).transition(rec.id, {LeverState.undoing}, LeverState.done, undone_by=None, undone_at=None)
+    await inflight.disarm(svc, rec.id)
+    message = await bounds.refuse(svc, rec, t, "undo", actor)
+    await hooks.grant_used(svc, rec, grant_id, "undo refused: the stored record names what its lever never writes")
+    return ExecResult(message, False, LeverState.done)
 
 
 async def _not_undone(svc: Services, rec: LeverRequest, actor: str, grant_id: str | None, e: Exception) -> ExecResult:

@@ -16,16 +16,19 @@ redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 """
 
-# KEYS: ballot, votes, roles, incident. ARGV: voter, now, 'approve'|'deny', and the seats the voter
-# is eligible for (json; "" for any): a held seat not among them is not the voter's to fill.
+# KEYS: ballot, votes, roles, incident. ARGV: voter, now, 'approve'|'deny', the seats the voter
+# is eligible for (json; "" for any): a held seat not among them is not the voter's to fill, then
+# the channel and ts of the message the button was pressed on: a vote counts only from the card
+# posted for the ballot (set_card), never from a copy of it or from another message.
 # -> {code, a, b}:
-#   missing | decided(state) | expired (this call expired it) | self | voted
+#   missing | elsewhere(card channel) | decided(state) | expired (this call expired it) | self | voted
 #   | norole(required seats json) | filled(seat, by) | recorded(seat, missing seats json)
 #   | approved(seat) | denied(seat)
 VOTE = """
 local b = redis.call('HMGET', KEYS[1], 'state', 'requester', 'expires_at', 'seats', 'sev1_seats',
-                     'filled', 'grant_seconds')
+                     'filled', 'grant_seconds', 'card_channel', 'card_ts')
 if not b[1] then return {'missing', '', ''} end
+if not b[8] or not b[9] or b[8] ~= ARGV[5] or b[9] ~= ARGV[6] then return {'elsewhere', b[8] or '', ''} end
 local voter, now, choice = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if b[1] ~= 'pending' then return {'decided', b[1], ''} end
 if now >= tonumber(b[3]) then
@@ -42,15 +45,15 @@ if tonumber(redis.call('HGET', KEYS[4], 'sev')) == 1 then
     if not dup then table.insert(seats, s) end
   end
 end
-local allowed = nil
+-- Only the seats the caller's eligibility check allowed: no list fills no seat (fail closed).
+local allowed = {}
 if ARGV[4] and ARGV[4] ~= '' then
-  allowed = {}
   for _, s in ipairs(cjson.decode(ARGV[4])) do allowed[s] = true end
 end
 local held = {}
 for _, s in ipairs(seats) do
   local h = redis.call('HGET', KEYS[3], s)
-  if h and cjson.decode(h).user == voter and (allowed == nil or allowed[s]) then table.insert(held, s) end
+  if h and cjson.decode(h).user == voter and allowed[s] then table.insert(held, s) end
 end
 if #held == 0 then return {'norole', cjson.encode(seats), ''} end
 if choice == 'deny' then

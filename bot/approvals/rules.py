@@ -85,6 +85,12 @@ def active(b: Ballot, now: float) -> bool:
     )
 
 
+def on_card(b: Ballot, channel: str | None, ts: str | None) -> bool:
+    """A press counts only from the message the ballot's card was posted as (lua.VOTE checks the
+    same inside the vote): a copy of the card, another message or a DM carries the same button."""
+    return bool(b.card_channel and b.card_ts) and (channel, ts) == (b.card_channel, b.card_ts)
+
+
 def details(b: Ballot) -> dict[str, Any]:
     """Audit detail shared by every approval entry."""
     return {"request": b.id, "kind": b.kind, "digest": b.digest or None, "requester": b.requester}

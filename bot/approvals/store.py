@@ -67,6 +67,7 @@ class VoteCode(StrEnum):
     """lua.VOTE"""
 
     MISSING = "missing"
+    ELSEWHERE = "elsewhere"  # seat: the card's channel; pressed on another message (or no card yet)
     DECIDED = "decided"  # seat: the state it was decided to
     EXPIRED = "expired"  # this call expired it
     SELF = "self"
@@ -174,13 +175,22 @@ class Ballots:
         return [Ballot.decode(_strs(r)) for r in rows if r]
 
     async def vote(
-        self, inc: str, bid: str, voter: str, choice: str, now: float, eligible: list[str] | None = None
+        self,
+        inc: str,
+        bid: str,
+        voter: str,
+        choice: str,
+        now: float,
+        pressed_on: tuple[str | None, str | None],
+        eligible: list[str] | None = None,
     ) -> Vote:
-        """``eligible``: the only seats the voter may fill (their eligibility, checked just before);
-        None: any seat they hold."""
+        """``pressed_on``: the (channel, ts) of the message the button was on; only the ballot's own
+        card counts. ``eligible``: the only seats the voter may fill (their eligibility, checked
+        just before); None or empty: none (fail closed: a vote nobody checked fills no seat)."""
+        channel, ts = pressed_on
         code, a, b = await self._vote(
             keys=[ballot_key(inc, bid), votes_key(inc, bid), Keys.roles(inc), Keys.incident(inc)],
-            args=[voter, now, choice, json.dumps(eligible) if eligible is not None else ""],
+            args=[voter, now, choice, json.dumps(eligible) if eligible is not None else "", channel or "", ts or ""],
         )
         return Vote(VoteCode(_text(code)), _text(a), _text(b))
 

@@ -21,6 +21,7 @@ from bot.clock import hhmm
 from bot.core.request import IncidentView
 
 _SECTION, _FIELD, _HEADER = 2900, 1900, 150
+SHORT_DIGEST = 12  # how much of the plan digest a card and its confirmations show
 
 
 def _cut(text: str, limit: int) -> str:
@@ -117,7 +118,7 @@ def _lever_body(b: Ballot) -> list[Part]:
         Context(
             (
                 _cut(
-                    f"plan digest `{b.digest[:12]}` · the approval holds only for this plan "
+                    f"plan digest `{b.digest[:SHORT_DIGEST]}` · the approval holds only for this plan "
                     "and pre-state (and price); if the target changes it will not run",
                     _SECTION,
                 ),
@@ -200,6 +201,18 @@ def holders_of(b: Ballot, inc: IncidentView) -> Holders:
 def decided(b: Ballot, line: str) -> Card:
     body = _lever_body(b) if b.kind == "lever" else _undo_body(b) if b.kind == "undo" else _grant_body(b)
     return Card.of(*body, Section(_cut(line, _SECTION)))
+
+
+def subject(b: Ballot) -> str:
+    """What a vote was cast on, for the voter's confirmation: the lever and the plan digest the card
+    showed, so they can tell it is the request they read."""
+    d = b.detail
+    plan = f", plan `{b.digest[:SHORT_DIGEST]}`" if b.digest else ""
+    if b.kind == "lever":
+        return f"{d['lever']} {quote(d['target'])} ({d['cell']}{plan})"
+    if b.kind == "undo":
+        return f"undo {d['undoes']}: return {quote(d['target'])} ({d['cell']}{plan})"
+    return f"break-glass for <@{b.requester}>: {d['describe']}, {d['minutes']} min"
 
 
 def text(b: Ballot) -> str:

@@ -11,7 +11,8 @@ import json
 from bot.approvals import grants, lever_side, notify, undo_side, views
 from bot.approvals.commands import ApprovalSettle, Approve, Deny
 from bot.approvals.jobs import EXPIRE_JOB
-from bot.approvals.rules import details, required_seats, seat_title, seats_text
+from bot.approvals.rules import details, on_card, required_seats, seat_title, seats_text
+from bot.approvals.scope import FLEET
 from bot.approvals.store import Ballot, Expired, Vote, VoteCode, ballots
 from bot.clock import hhmm
 from bot.core.eligibility import eligibility
@@ -48,17 +49,27 @@ async def _expire_now(svc: Services, b: Ballot) -> None:
 POWER_BLOCKED = "levers and approvals are refused"
 
 
-async def _eligible_seats(svc: Services, req: Request, inc: Incident, bid: str) -> list[str] | None:
+def _cells(b: Ballot) -> list[str] | None:
+    """Where the on-call counts for this approval (DESIGN §11): the one cell its lever or grant acts
+    in; None (nowhere) for the fleet context and for a grant of named levers in any cell."""
+    cell = b.detail.get("cell")
+    return [cell] if isinstance(cell, str) and cell and cell != FLEET else None
+
+
+async def _eligible_seats(svc: Services, req: Request, inc: Incident, bid: str) -> list[str]:
     """The seats of ballot ``bid`` the voter holds and is eligible for now (roles.yaml), which the
-    vote may fill; refuses when they hold some but are eligible for none. None: nothing to check
-    here (not pending, the requester, or no seat held), and the vote script says what is wrong."""
+    vote may fill; refuses when they hold some but are eligible for none. Empty: nothing to check
+    here (not pending, the requester, or no seat held), and the vote script says what is wrong;
+    it fills no seat then, even one the voter was given since this read (fail closed)."""
     b = await ballots(svc).get(inc.id, bid)
     if b is None or b.state != "pending" or b.requester == req.actor or svc.clock.now() >= b.expires_at:
-        return None
+        return []
+    if not on_card(b, req.message_channel, req.message_ts):
+        return []  # the vote script refuses it: no eligibility lookup for a press from elsewhere
     held = [s for s in required_seats(b.seats, b.sev1_seats, inc.sev) if inc.holder(s) == req.actor]
     if not held:
-        return None
-    verdicts = await eligibility(svc).check_seats(req.actor, held, inc.cells)
+        return []
+    verdicts = await eligibility(svc).check_seats(req.actor, held, _cells(b))
     ok = [s for s, v in verdicts.items() if v.ok]
     if not ok:
         v = next((v for v in verdicts.values() if v.unanswered), None) or verdicts[held[0]]
@@ -75,12 +86,21 @@ async def _vote(svc: Services, req: Request, inc: Incident, bid: str, choice: st
     """Cast the vote; refuse (nothing changed) unless it was recorded or decided the ballot."""
     store = ballots(svc)
     eligible = await _eligible_seats(svc, req, inc, bid)
-    v = await store.vote(inc.id, bid, req.actor, choice, svc.clock.now(), eligible)
+    pressed_on = (req.message_channel, req.message_ts)
+    v = await store.vote(inc.id, bid, req.actor, choice, svc.clock.now(), pressed_on, eligible)
     b = await store.get(inc.id, bid)
     base = {"request": bid, "vote": choice, "code": v.code.value}
     if v.code is VoteCode.MISSING or b is None:
         raise Refusal(f"{bid} is not an approval request of {inc.id}; nothing changed.", **base)
     base = {**details(b), "vote": choice, "code": v.code.value}
+    if v.code is VoteCode.ELSEWHERE:
+        where = f" in <#{v.seat}>" if v.seat else ""
+        raise Refusal(
+            f"That button is not on the approval card of {bid}; nothing changed. "
+            f"Press {choice.capitalize()} on the card itself{where}.",
+            **base,
+            pressed_on={"channel": req.message_channel, "ts": req.message_ts},
+        )
     seats = required_seats(b.seats, b.sev1_seats, inc.sev)
     if v.code is VoteCode.DECIDED:
         raise Refusal(f"{bid} was already {_decided(b)}; nothing changed.", **base)
@@ -118,7 +138,7 @@ async def approve(svc: Services, req: Request, cmd: Approve, inc: Incident) -> O
         missing = json.loads(v.other)
         await notify.edit_card(svc, b)
         return Outcome(
-            message=f"Your approval of {b.id} as {seat_title(v.seat)} is recorded; "
+            message=f"Your approval of {b.id}, {views.subject(b)}, as {seat_title(v.seat)} is recorded; "
             f"it still needs {seats_text(missing)}.",
             audit={**audit, "missing": missing},
         )
@@ -128,7 +148,9 @@ async def approve(svc: Services, req: Request, cmd: Approve, inc: Incident) -> O
         msg, extra = await undo_side.run_approved(svc, b)
     else:
         msg, extra = await grants.activate(svc, b)
-    return Outcome(message=msg, audit={**audit, "decision": "approved", "approvers": b.filled, **extra})
+    # Which request the press approved, as its card showed it (lever and plan digest), then what came of it.
+    said = f"You approved {b.id}: {views.subject(b)}.\n{msg}"
+    return Outcome(message=said, audit={**audit, "decision": "approved", "approvers": b.filled, **extra})
 
 
 async def deny(svc: Services, req: Request, cmd: Deny, inc: Incident) -> Outcome:
@@ -139,7 +161,7 @@ async def deny(svc: Services, req: Request, cmd: Deny, inc: Incident) -> Outcome
         await svc.scheduler.cancel(EXPIRE_JOB, b.id)
         await notify.edit_card(svc, b, views.decision_line(b))
     return Outcome(
-        message=f"{b.id} denied; nothing was changed.",
+        message=f"{b.id} denied ({views.subject(b)}); nothing was changed.",
         audit={**details(b), "vote": "deny", "seat": v.seat, "decision": "denied"},
     )
 

@@ -611,6 +611,10 @@ class AuditLog:
         """How many entries the chain holds."""
         return int(await self._r.hlen(Keys.AUDIT_ENTRIES))
 
+    async def head(self) -> tuple[int, str]:
+        """(seq, hash) the appender recorded last: (0, GENESIS_HASH) for an empty chain."""
+        return _head(text(await self._r.get(Keys.AUDIT_HEAD)))
+
     async def since(self, start: int) -> list[dict[str, Any]]:
         """The entries after the first ``start``, oldest first."""
         end = _head(text(await self._r.get(Keys.AUDIT_HEAD)))[0]

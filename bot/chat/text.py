@@ -79,6 +79,19 @@ def literal(text: str) -> str:
     return _escape(_CONTROL.sub("", visible(text)))
 
 
+def inert(text: str, mentions: tuple[str, ...] = ()) -> str:
+    """Text that mixes Firebreak's own words with cluster data (a lever's effect, its verdict, the API
+    server's error), made inert for chat the way ``literal`` makes cluster data inert, but idempotent:
+    Slack's three entities are decoded once first, so a part some code already escaped (``quote``,
+    ``literal``) is not escaped twice and shown as ``&amp;lt;``. No mention stays active but one of
+    ``mentions``, the user ids Firebreak itself names in the text (the requester, the approver): a
+    cluster string that spells ``<@U123>`` for someone else shows as text."""
+    out = _escape(unescape(_CONTROL.sub("", visible(text))))
+    for user in mentions:
+        out = out.replace(f"&lt;@{user}&gt;", f"<@{user}>")
+    return out
+
+
 def code(text: str, limit: int | None = None) -> str:
     """Cluster data as an inline code span it cannot leave: on one line (newlines and runs of
     space become one space), ``literal``, and no backtick to close the span early; cut to

@@ -8,10 +8,12 @@ and each node name removed.
 from __future__ import annotations
 
 import re
+from urllib.parse import SplitResult, urlsplit
 
 from bot.clock import hhmm
 from bot.incidents.models import Incident
 from bot.policy.comms import PublicPolicy
+from bot.redact import compile_pattern
 
 _CELL_SUFFIX = re.compile(r"-\d+$")
 _CELL_PREFIX = re.compile(r"^cell[-_]", re.IGNORECASE)
@@ -81,6 +83,66 @@ def rewrite(text: str, bad: list[str], policy: PublicPolicy, nodes: list[str], i
         return suggestion(inc)
     products = [p for p in inc.products if p.lower() not in out.lower()]
     return f"{', '.join(products)}: {out}" if products else out
+
+
+# What Slack turns into a link in a message: a URL with a scheme, www.…, or a bare host name with a
+# path or not (evil.example/reset). RE2: linear time, whatever the text.
+_LINK = compile_pattern(
+    r"(?i)(?:\b[a-z][a-z0-9+.-]*://[^\s<>|]+"
+    r"|\bwww\.[^\s<>|]+"
+    r"|\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,24}\b(?:[/:?#][^\s<>|]*)?)"
+)
+_TRAILING = ".,;:!?)]}'\""
+
+
+def _split(link: str) -> SplitResult | None:
+    try:
+        u = urlsplit(link)
+        u.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        return None
+    return u
+
+
+def _under(found: SplitResult, allowed: SplitResult) -> bool:
+    """``found`` is at or below the site prefix ``allowed``: same scheme, host and port, its path."""
+    if found.scheme.lower() != allowed.scheme.lower() or found.hostname != allowed.hostname:
+        return False
+    if found.port != allowed.port or found.username is not None or found.password is not None:
+        return False
+    prefix = allowed.path.rstrip("/")
+    return not prefix or found.path == prefix or found.path.startswith(prefix + "/")
+
+
+def _own_channel(found: SplitResult, inc: Incident) -> bool:
+    """A link to the incident's own Slack channel (https://<workspace>.slack.com/archives/<id>…)."""
+    host = found.hostname or ""
+    parts = found.path.split("/")
+    return (
+        bool(inc.channel_id)
+        and found.scheme.lower() == "https"
+        and host.endswith(".slack.com")
+        and found.username is None
+        and found.password is None
+        and len(parts) >= 3
+        and parts[1] == "archives"
+        and parts[2] == inc.channel_id
+    )
+
+
+def unlisted_links(text: str, policy: PublicPolicy, inc: Incident) -> list[str]:
+    """The links in ``text`` a public update may not carry: each one neither under a site of
+    ``policy.links`` (the status page) nor to the incident's own channel. A link without a scheme
+    is never allowed: Slack would pick the scheme."""
+    allowed = [u for u in (_split(a) for a in policy.links) if u is not None]
+    out: dict[str, None] = {}
+    for m in _LINK.finditer(text):
+        link = m.group(0).rstrip(_TRAILING)
+        found = _split(link) if "://" in link else None
+        ok = found is not None and (_own_channel(found, inc) or any(_under(found, a) for a in allowed))
+        if not ok:
+            out.setdefault(link, None)
+    return list(out)
 
 
 def region_of(inc: Incident) -> str:

@@ -21,6 +21,7 @@ from bot.clock import hhmm
 from bot.comms import public, views
 from bot.comms.commands import UpdateForm
 from bot.comms.hooks import PRIVATE_NAMES
+from bot.core.eligibility import Verdict, eligibility
 from bot.core.request import Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.commands import Update
@@ -41,19 +42,36 @@ async def public_problem(svc: Services, inc: Incident, text: str) -> tuple[str, 
     """Why ``text`` cannot be the public summary (message, offending words), or None."""
     rules, nodes = svc.policy.comms.public, await _private_nodes(svc, inc)
     bad = public.offending(text, rules, [*inc.cells, *nodes])
-    if not bad:
-        return None
-    words = ", ".join(f"`{quote(w)}`" for w in bad)
-    return (
-        f"Not posted: public updates are product × region, and this names {words}. "
-        f"Try: `/incident update {quote(public.rewrite(text, bad, rules, nodes, inc))}`",
-        bad,
-    )
+    if bad:
+        words = ", ".join(f"`{quote(w)}`" for w in bad)
+        return (
+            f"Not posted: public updates are product × region, and this names {words}. "
+            f"Try: `/incident update {quote(public.rewrite(text, bad, rules, nodes, inc))}`",
+            bad,
+        )
+    links = public.unlisted_links(text, rules, inc)
+    if links:
+        sites = " or ".join(f"`{quote(s)}`" for s in rules.links)
+        return (
+            f"Not posted: a public update links only to {sites + ' or ' if sites else ''}this incident's "
+            f"channel (policies/comms.yaml public.links), and this links to "
+            f"{', '.join(f'`{quote(w)}`' for w in links)}. Write it without the link, or ask an admin to add "
+            "the site to public.links.",
+            links,
+        )
+    return None
 
 
-async def _publish(svc: Services, inc: Incident, text: str, now: float, posted_here: bool, actor: str) -> str:
-    """Post the public summary; returns what the reply should say about it. A private incident's
-    update goes out only when its IC posts it: that is the IC's decision to tell stakeholders."""
+async def _publish(
+    svc: Services, inc: Incident, text: str, now: float, posted_here: bool, actor: str, may: Verdict
+) -> str:
+    """Post the public summary; returns what the reply should say about it. Only someone in the
+    `publish` seat (``may``) speaks to stakeholders as Firebreak: anyone may declare and so be an IC.
+    A private incident's update goes out only when its IC posts it: that is the IC's decision."""
+    if not may.ok:
+        # Not Verdict.refusal: its "nothing changed" is untrue here, the update is in the channel.
+        until = "; nothing is published until it answers" if may.unanswered else ""
+        return f"Not posted to the stakeholder channel: {may.why}{until}."
     if inc.private and actor != inc.holder("ic"):
         return f"Not posted to the stakeholder channel: {inc.id} is private, so only its IC's own updates go there."
     channel = svc.settings.firebreak_stakeholder_channel
@@ -82,7 +100,9 @@ async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Out
     warn = await announce(
         svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {quote(cmd.text)}"
     )
-    published = await _publish(svc, inc, cmd.text, now, posted_here=warn is None, actor=req.actor)
+    # Checked after the update is recorded: a refused publish still keeps the incident's cadence.
+    may = await eligibility(svc).check(req.actor, "publish", inc.cells)
+    published = await _publish(svc, inc, cmd.text, now, posted_here=warn is None, actor=req.actor, may=may)
     warn2 = await refresh_card(svc, inc.id)
     due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""
     return Outcome(
@@ -91,7 +111,8 @@ async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Out
         audit={
             "next_update_due": change.before,
             "stakeholder_channel": svc.settings.firebreak_stakeholder_channel,
-            "stakeholder_allowed": not inc.private or req.actor == inc.holder("ic"),
+            "stakeholder_allowed": may.ok and (not inc.private or req.actor == inc.holder("ic")),
+            "publish": "eligible" if may.ok else may.audit()["eligibility"],
         },
     )
 

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -25,12 +26,14 @@ from bot.core.eligibility import check_policy_groups
 from bot.policy import Policy, load_policy
 from bot.runtime import build_runtime
 from bot.server import start_local
+from bot.store import target as store_target
 from fbworld.drills import Drill, DrillError, drills, get
 from fbworld.drills.runner import MAX_SPEED
 from fbworld.fleet import demo_fleet, demo_unavailable
 from fbworld.kube import tls
 from fbworld.slack import SlackEmulator
 from levers.catalogue import LEVERS
+from levers.kube import kubeconfig_paths
 
 SCHEDULER_GRACE_S = 2.0  # at quit, how long the app's running jobs may take to finish
 BANNER = """\
@@ -79,18 +82,80 @@ async def _scripted(console: Console, lines: list[str]) -> int:
     return 0
 
 
-def main(user: str, script: str | None, drill_name: str | None, speed: float | None) -> int:
-    """`console [--drill NAME [--speed N]]`: `--drill list` lists the drills; a drill needs the demo fleet."""
+@dataclass(frozen=True)
+class Targets:
+    """What the console joins besides its own emulators: only what its flags name, never the
+    environment. An operator exports REDIS_URL for `audit verify` and KUBECONFIG for kubectl; a
+    console that read them would run production's due jobs into the emulator's Slack and pull
+    levers on real clusters with that operator's credentials, one person casting every vote."""
+
+    redis_url: str | None = None  # --redis URL: the console then runs no scheduler and no start hooks
+    kubeconfig: Path | None = None  # --kubeconfig FILE --real-clusters
+
+
+def _err(text: str) -> int:
+    print(f"firebreak: {text}", file=sys.stderr)
+    return 2
+
+
+def check_targets(redis_url: str | None, kubeconfig: Path | None, real_clusters: bool) -> Targets | str:
+    """The flags as Targets, or what is wrong with them in one line."""
+    if kubeconfig is not None and not real_clusters:
+        return (
+            f"--kubeconfig {kubeconfig} would pull levers on the clusters it names with its credentials: "
+            "add --real-clusters to mean it (the console's demo fleet needs neither)"
+        )
+    if real_clusters and kubeconfig is None:
+        return "--real-clusters needs --kubeconfig FILE: the kube config of the clusters to act on"
+    if kubeconfig is not None:
+        files = kubeconfig_paths(kubeconfig)
+        missing = [str(f) for f in files if not f.is_file()]
+        if missing or not files:
+            return f"--kubeconfig: no such file {', '.join(missing) or repr(str(kubeconfig))} (a kube config)"
+    if redis_url is not None:
+        try:
+            store_target.parse(redis_url)
+        except store_target.BadRedisUrl as exc:
+            return f"--redis: {exc}"
+    return Targets(redis_url, kubeconfig)
+
+
+def unused_environment(targets: Targets) -> list[str]:
+    """One line per exported variable the console does not use, saying which flag would use it."""
+    said = []
+    if os.environ.get("REDIS_URL") and targets.redis_url is None:
+        said.append(
+            "REDIS_URL is set but not used: the console keeps its state in memory "
+            "(pass --redis URL to use a Redis; the console then runs none of its timers)"
+        )
+    if os.environ.get("KUBECONFIG") and targets.kubeconfig is None:
+        said.append(
+            "KUBECONFIG is set but not used: levers act on the console's demo fleet "
+            "(pass --kubeconfig FILE --real-clusters to act on real clusters)"
+        )
+    return said
+
+
+def main(
+    user: str,
+    script: str | None,
+    drill_name: str | None,
+    speed: float | None,
+    *,
+    redis_url: str | None = None,
+    kubeconfig: Path | None = None,
+    real_clusters: bool = False,
+) -> int:
+    """`console [--drill NAME [--speed N]] [--redis URL] [--kubeconfig FILE --real-clusters]`:
+    `--drill list` lists the drills; a drill needs the demo fleet and the in-memory store."""
     drill = None
     if drill_name is None and speed is not None:
-        print(
-            "firebreak: --speed sets a drill's pace: use it with --drill NAME (`--drill list` names them)",
-            file=sys.stderr,
-        )
-        return 2
+        return _err("--speed sets a drill's pace: use it with --drill NAME (`--drill list` names them)")
     if speed is not None and speed > MAX_SPEED:
-        print(f"firebreak: --speed: more than 0 and at most {MAX_SPEED:g} (got {speed:g})", file=sys.stderr)
-        return 2
+        return _err(f"--speed: more than 0 and at most {MAX_SPEED:g} (got {speed:g})")
+    targets = check_targets(redis_url, kubeconfig, real_clusters)
+    if isinstance(targets, str):
+        return _err(targets)
     if drill_name is not None:
         try:
             if drill_name == "list":
@@ -99,22 +164,25 @@ def main(user: str, script: str | None, drill_name: str | None, speed: float | N
                 return 0
             drill = get(drill_name)
         except DrillError as exc:
-            print(f"firebreak: {exc}", file=sys.stderr)
-            return 2
-        # A drill changes the clusters and moves Prometheus's figures: only the demo fleet's.
-        configured = [v for v in ("KUBECONFIG", "PROMETHEUS_URL") if os.environ.get(v)]
-        if configured:
-            print(
-                f"firebreak: --drill runs only on the demo fleet, and {' and '.join(configured)} "
-                f"{'is' if len(configured) == 1 else 'are'} set: a drill changes the clusters and the figures "
-                f"it runs on. Unset {' and '.join(configured)} to drill on the demo fleet.",
-                file=sys.stderr,
+            return _err(str(exc))
+        # A drill changes the clusters and moves Prometheus's figures, and its timers are the
+        # scheduler's: only on the demo fleet and the console's own store.
+        flags = [f for f, v in (("--redis", targets.redis_url), ("--kubeconfig", targets.kubeconfig)) if v]
+        if flags:
+            return _err(f"--drill runs only on the demo fleet and the console's own store: drop {' and '.join(flags)}")
+        if os.environ.get("PROMETHEUS_URL"):
+            return _err(
+                "--drill runs only on the demo fleet, and PROMETHEUS_URL is set: a drill changes the figures "
+                "it runs on. Unset PROMETHEUS_URL to drill on the demo fleet."
             )
-            return 2
-    return asyncio.run(run_console(user, script, drill, speed or 1.0))
+    for line in unused_environment(targets):
+        print(f"firebreak: {line}", file=sys.stderr)
+    return asyncio.run(run_console(user, script, drill, speed or 1.0, targets))
 
 
-async def run_console(user: str, script: str | None, drill: Drill | None = None, speed: float = 1.0) -> int:
+async def run_console(
+    user: str, script: str | None, drill: Drill | None = None, speed: float = 1.0, targets: Targets | None = None
+) -> int:
     lines: list[str] | None = None
     if script is not None:
         try:
@@ -125,22 +193,22 @@ async def run_console(user: str, script: str | None, drill: Drill | None = None,
             print(f"firebreak: cannot read script {script}: {exc.strerror}", file=sys.stderr)
             return 2
     try:
-        return await _run(user, lines, drill, speed)
+        return await _run(user, lines, drill, speed, targets or Targets())
     finally:
         # The demo fleet's throwaway CA and server key: gone with the console, like the fleet.
         await asyncio.to_thread(tls.discard)
 
 
-async def _run(user: str, lines: list[str] | None, drill: Drill | None, speed: float) -> int:
-    async with open_console(user, _say, alert_token=drill is not None) as console:
-        settings = console.svc.settings
+async def _run(user: str, lines: list[str] | None, drill: Drill | None, speed: float, targets: Targets) -> int:
+    async with open_console(user, _say, alert_token=drill is not None, targets=targets) as console:
         store = (
-            "State: Redis at REDIS_URL."
-            if settings.redis_url
-            else "State: EMBEDDED IN-MEMORY STORE (REDIS_URL is not set): everything is lost when you quit."
+            "State: Redis at --redis, with no scheduler: no reminder, expiry or other timer and no start-up "
+            "repair runs here (the servers on that Redis run them, and post to channels only this console has)."
+            if targets.redis_url
+            else "State: EMBEDDED IN-MEMORY STORE (no --redis): everything is lost when you quit."
         )
-        if not settings.redis_url:
-            print("firebreak: REDIS_URL is not set: state lives in memory and is lost when you quit.", file=sys.stderr)
+        if not targets.redis_url:
+            print("firebreak: no --redis: state lives in memory and is lost when you quit.", file=sys.stderr)
         _say(BANNER.format(store=store, fleet=fleet_line(console), log=LOG_PATH))
         if drill is not None and not await start_drill(console, drill, speed):
             return 2
@@ -155,7 +223,7 @@ async def start_drill(console: Console, drill: Drill, speed: float) -> bool:
     token = console.svc.settings.alertmanager_token
     if console.fleet is None or token is None:
         print(
-            "firebreak: drills run only on the demo fleet: unset KUBECONFIG to use it (a drill changes the clusters)",
+            "firebreak: drills run only on the demo fleet, which did not start (see above)",
             file=sys.stderr,
         )
         return False
@@ -176,8 +244,14 @@ async def start_drill(console: Console, drill: Drill, speed: float) -> bool:
 
 def fleet_line(console: Console) -> str:
     fleet = console.fleet
+    kubeconfig = console.svc.settings.kubeconfig
+    if fleet is None and kubeconfig is not None:
+        return (
+            f"REAL CLUSTERS: levers act on the clusters in {kubeconfig} with its credentials. Everyone here "
+            "is you: an approval in the console is not a second person's."
+        )
     if fleet is None:
-        return "Clusters: KUBECONFIG and PROMETHEUS_URL as configured."
+        return "Clusters: none (no demo fleet): levers answer that there is no kube config."
     cells = ", ".join(fleet.cells)
     prom = "a simulated Prometheus" if fleet.prometheus is not None else "Prometheus at PROMETHEUS_URL"
     return (
@@ -194,11 +268,15 @@ async def open_console(
     *,
     demo: bool = True,
     alert_token: bool = False,
+    targets: Targets | None = None,
 ) -> AsyncIterator[Console]:
     """The emulator, the real app (and its timers) wired together; ``clock`` for a replayed session.
-    With ``demo`` and no KUBECONFIG, the demo fleet (and, with no PROMETHEUS_URL, its simulated
-    Prometheus) stands in for the clusters. With ``alert_token`` and no ALERTMANAGER_TOKEN, a random
-    one is made for the run, so a drill's alerts pass the webhook's real bearer check."""
+    Redis and the clusters are ``targets``' alone, whatever the environment says: by default an
+    in-memory store and, with ``demo``, the demo fleet (and, with no PROMETHEUS_URL, its simulated
+    Prometheus). With a real Redis no scheduler runs: its due jobs and start hooks are the servers'.
+    With ``alert_token`` and no ALERTMANAGER_TOKEN, a random one is made for the run, so a drill's
+    alerts pass the webhook's real bearer check."""
+    targets = targets or Targets()
     async with contextlib.AsyncExitStack() as stack:  # closes in reverse: app, fleet, emulator
         people = Directory()
         token, secret = f"xoxb-console-{secrets.token_hex(8)}", secrets.token_hex(16)
@@ -215,8 +293,17 @@ async def open_console(
             emulator.add_usergroup(handle, [uid for n in names if (uid := people.resolve(n))])
         await emulator.start()
         stack.push_async_callback(emulator.stop)
+        # Explicit overrides: an exported REDIS_URL or KUBECONFIG is production's, not the console's.
+        # REDIS_CA_FILE goes with REDIS_URL: read only when --redis names a Redis.
+        where: dict[str, object] = {"redis_url": targets.redis_url, "kubeconfig": targets.kubeconfig}
+        if targets.redis_url is None:
+            where["redis_ca_file"] = None
         settings = load_settings(
-            slack_bot_token=token, slack_signing_secret=secret, slack_api_url=emulator.api_url, slack_app_token=None
+            slack_bot_token=token,
+            slack_signing_secret=secret,
+            slack_api_url=emulator.api_url,
+            slack_app_token=None,
+            **where,
         )
         fleet = None
         if demo and settings.kubeconfig is None and (missing := demo_unavailable()):
@@ -247,6 +334,10 @@ async def open_console(
         console_box.append(console)
         console.attach(emulator, sender)
 
+        if targets.redis_url is not None:
+            # A real Redis is the servers' state: their due jobs and start-up repairs are theirs to run.
+            yield console
+            return
         scheduler = asyncio.create_task(rt.services.scheduler.run())  # the app's timers, as `serve` runs them
         try:
             yield console

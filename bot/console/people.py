@@ -21,6 +21,7 @@ DEMO_GROUPS: dict[str, tuple[str, ...]] = {
     "ml-model-owners": ("you", "carol", "dave"),
     "ml-capacity": ("you", "bob", "dave"),
     "ml-security": ("you", "carol"),
+    "ml-comms": ("you", "alice", "dave"),  # the publish seat: who speaks to stakeholders
 }
 
 

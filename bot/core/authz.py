@@ -19,6 +19,19 @@ def after_resolve(svc: Services) -> str:
     return ", ".join(f"`/incident {n}`" for n in names) or "nothing"
 
 
+def _other_teams(svc: Services) -> str:
+    """The typed commands a user of another Slack team may run (commands.yaml other_teams)."""
+    routes = svc.registry.routes
+    names = [
+        f"`{n}`"
+        for n, r in svc.policy.commands.commands.items()
+        if r.other_teams and n in routes and routes[n].spec is not None
+    ]
+    if not names:
+        return "no commands"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def _who(allowed: list[str]) -> str:
     names = {"holder": "the role's holder", "receiver": "the person named", "ic": "the IC"}
     return " or ".join(names.get(a) or f"the {roles.title(a)}" for a in allowed)
@@ -38,6 +51,13 @@ async def authorize(svc: Services, req: Request, route: Route, inc: IncidentView
     rule = svc.policy.commands.commands.get(route.name)
     if rule is None:
         return f"`{route.name}` is not allowed by policy (no rule in commands.yaml)."
+    if req.other_team is not None and not rule.other_teams:
+        # Before any seat is read: a user id from another team is not one the policy's groups,
+        # ids or on-call mean, even when it reads the same or the IC seated it.
+        return (
+            f"You're in another Slack organisation (team {req.other_team}): Firebreak takes `{route.name}` "
+            f"only from members of its own workspace; {_other_teams(svc)} work for you."
+        )
     if route.needs_incident and inc is not None and not inc.is_open and not rule.when_resolved:
         return f"{inc.id} is resolved; here you can still use {after_resolve(svc)}."
     allowed = set(rule.allowed)

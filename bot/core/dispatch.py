@@ -74,6 +74,8 @@ async def _audit(svc: Services, req: Request, route: Route, outcome: Outcome, in
     }
     if outcome.result != "ok":
         detail["reason"] = outcome.message
+    if req.other_team is not None:
+        detail["other_team"] = req.other_team
     detail.update(outcome.audit)
     try:
         await svc.audit.append(

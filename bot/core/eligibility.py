@@ -9,9 +9,16 @@ FIREBREAK_GROUP_LOOKUP_TIMEOUT (1.5 s) for Slack; a group Slack did not answer f
 lookup is remembered for a few seconds, so a request that checks several seats (``levers``) or a
 burst of presses waits once, not once per check.
 
-Callers: `role`, `handoff` and `accept` (bot/incidents/handoffs.py), every lever pull and
-undo, and the requester again just before an approved request runs (levers/authz.py), every
-Approve / Deny press, lever and break-glass alike (bot/approvals/votes.py).
+An ``oncall`` entry counts only for the cells a check names (DESIGN §11): the cell a lever, an
+undo or an approval acts in; for the IC seat, the cells the incident had when it opened (not those
+its IC added later). A check that names no cell (``None``: the fleet context, a grant across
+cells) gives the on-call nothing: being on call for one cell is no power over the fleet. Who is on
+call is policies/oncall.yaml as it is now (bot/policy/oncall_file.py reads it again on change).
+
+Callers: `role`, `handoff` and `accept` (bot/incidents/handoffs.py), alerts joining a declared
+incident (bot/signals/jobs.py), every lever pull and undo, and the requester again just before an
+approved request runs (levers/authz.py), every Approve / Deny press, lever and break-glass alike
+(bot/approvals/votes.py).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from bot.core.services import Services
 from bot.policy import PolicyError
 from bot.policy.eligible import ANYONE, ONCALL, is_group, kind
 from bot.policy.oncall import OncallPolicy
+from bot.policy.oncall_file import OncallFile
 from bot.policy.roles import title
 from bot.policy.sections import Policy
 
@@ -98,6 +106,7 @@ class Eligibility:
     clock: Clock
     ttl: float
     timeout: float
+    oncall_file: OncallFile
     _directory: _Entry | None = None  # dict[str, UserGroup] by "@handle" and by id
     _members: dict[str, _Entry] = field(default_factory=dict)  # group id -> frozenset of user ids
     _failed: dict[str, _Entry] = field(default_factory=dict)  # "list" or a group id -> the error
@@ -108,14 +117,15 @@ class Eligibility:
         return f"Eligibility(ttl={self.ttl}, timeout={self.timeout}, groups_cached={len(self._members)})"
 
     # the answers -------------------------------------------------------------------------
-    async def check(self, user: str, seat: str, cells: Sequence[str]) -> Verdict:
+    async def check(self, user: str, seat: str, cells: Sequence[str] | None) -> Verdict:
         return (await self.check_seats(user, [seat], cells))[seat]
 
-    async def check_seats(self, user: str, seats: Iterable[str], cells: Sequence[str]) -> dict[str, Verdict]:
-        """A verdict per seat, from one lookup bounded by ``timeout`` (the groups in parallel)."""
+    async def check_seats(self, user: str, seats: Iterable[str], cells: Sequence[str] | None) -> dict[str, Verdict]:
+        """A verdict per seat, from one lookup bounded by ``timeout`` (the groups in parallel).
+        ``cells``: where ``oncall`` counts (None: nowhere, the fleet context)."""
         seats = list(dict.fromkeys(seats))
         roles = self.policy.roles
-        oncall = on_call(self.policy.oncall, cells)
+        oncall = on_call(self.oncall(), cells)
         out: dict[str, Verdict] = {}
         wanted: dict[str, list[str]] = {}  # seat -> its group entries, for seats not decided yet
         for seat in seats:
@@ -137,7 +147,7 @@ class Eligibility:
         entries = self.policy.roles.of(seat)
         people = {e for e in entries if kind(e) == "user"}
         if ONCALL in entries:
-            people |= on_call(self.policy.oncall, cells)
+            people |= on_call(self.oncall(), cells)
         groups = [e for e in entries if is_group(e)]
         for entry, got in (await self._lookup(groups) if groups else {}).items():
             if isinstance(got, Group) and got.state == "ok":
@@ -146,13 +156,17 @@ class Eligibility:
                 log.warning("seat_members_unknown", seat=seat, group=entry)
         return people
 
+    def oncall(self) -> OncallPolicy:
+        """Who is on call now (oncall.yaml, read again when it changed)."""
+        return self.oncall_file.current()
+
     def _verdict(
         self,
         user: str,
         seat: str,
         groups: list[str],
         found: dict[str, Group | Unanswered],
-        cells: Sequence[str],
+        cells: Sequence[str] | None,
         oncall: set[str],
     ) -> Verdict:
         answers = [found[g] for g in groups]
@@ -174,7 +188,7 @@ class Eligibility:
         return Verdict(user, seat, False, self._not_in(user, seat, answers, cells, oncall), groups=names)
 
     def _not_in(
-        self, user: str, seat: str, answers: list[Group | Unanswered], cells: Sequence[str], oncall: set[str]
+        self, user: str, seat: str, answers: list[Group | Unanswered], cells: Sequence[str] | None, oncall: set[str]
     ) -> str:
         entries = self.policy.roles.of(seat)
         need = f"the {title(seat)} seat"
@@ -184,9 +198,10 @@ class Eligibility:
         alts: list[str] = []
         if live:
             alts.append("in " + " or ".join(a.name for a in live))
-        if ONCALL in entries:
+        if ONCALL in entries and cells is not None:
             where = ", ".join(cells) if cells else "an incident with no cell"
-            alts.append(f"the on-call for {where}")
+            unread = f" ({self.oncall_file.error})" if self.oncall_file.error else ""
+            alts.append(f"the on-call for {where}{unread}")
         if any(kind(e) == "user" for e in entries):
             alts.append(f"one of the people policies/roles.yaml names for {need}")
         parts: list[str] = []
@@ -200,6 +215,8 @@ class Eligibility:
             )
         for a in disabled:
             parts.append(f"{need} needs {a.name}, which is disabled in Slack: ask a Slack admin to enable it")
+        if parts and ONCALL in entries and cells is None:
+            parts[0] += " (being on call counts only in a cell, never on the fleet context)"
         return "; ".join(parts) or f"nobody is eligible for {need} (policies/roles.yaml)"
 
     # the lookups ---------------------------------------------------------------------------
@@ -309,22 +326,36 @@ class Eligibility:
             return users
 
 
-def on_call(oncall: OncallPolicy, cells: Sequence[str]) -> set[str]:
-    """Whoever oncall.yaml names for the incident's cells (its ``default`` when it has none)."""
+def on_call(oncall: OncallPolicy, cells: Sequence[str] | None) -> set[str]:
+    """Whoever oncall.yaml names for ``cells`` (its ``default`` for an incident with none; nobody
+    for None, the fleet context)."""
+    if cells is None:
+        return set()
     people = {oncall.ic_for(c) for c in cells} if cells else {oncall.default}
     return {p for p in people if p}
 
 
 def _make(svc: Services) -> Eligibility:
-    s = svc.settings
+    s, pol = svc.settings, svc.policy
+    where = pol.sources["oncall"].where if "oncall" in pol.sources else "<packaged>"
     return Eligibility(
-        svc.chat, svc.policy, svc.clock, s.firebreak_group_cache_seconds, s.firebreak_group_lookup_timeout
+        svc.chat,
+        pol,
+        svc.clock,
+        s.firebreak_group_cache_seconds,
+        s.firebreak_group_lookup_timeout,
+        OncallFile.at(where, pol.oncall),
     )
 
 
 def eligibility(svc: Services) -> Eligibility:
     """The app's one eligibility checker (its cache is per process)."""
     return svc.part(_make)
+
+
+def oncall_now(svc: Services) -> OncallPolicy:
+    """Who is on call now: policies/oncall.yaml as it is, not as it was at start (svc.policy.oncall)."""
+    return eligibility(svc).oncall()
 
 
 async def check_policy_groups(svc: Services) -> None:

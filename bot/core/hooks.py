@@ -17,6 +17,12 @@ STATUS_LINE: Hook[StatusLine] = Hook("status_line")
 Scrape = Callable[[Services], Awaitable[None]]
 SCRAPE: Hook[Scrape] = Hook("scrape")
 
+# /readyz (bot/server.py): a capability's own readiness check, (its key in the answer, ready, what it
+# found), or None when it has nothing to check. Answer from what was last found (refresh in the
+# background): /readyz answers within a second. Not ready makes the replica not ready.
+Readiness = Callable[[Services], Awaitable["tuple[str, bool, object] | None"]]
+READINESS: Hook[Readiness] = Hook("readiness")
+
 # The cells Firebreak knows (kube contexts, the levers policy's cells), for `/incident scope add`;
 # None when a provider cannot tell (no kubeconfig).
 KnownCells = Callable[[Services], Awaitable["list[str] | None"]]

@@ -137,6 +137,12 @@ class Request(BaseModel):
     response_url: str | None = None
     trigger_id: str | None = None
     message_ts: str | None = None
+    # The Slack team of a user from outside the app's own team or enterprise (a Slack Connect guest,
+    # another organisation): they hold no seat (bot/core/authz.py). None: one of the app's own.
+    other_team: str | None = None
+    # A button's: the channel of the message it was pressed on (Slack's container.channel_id), so a
+    # press can be held to the very message it must come from (an approval card).
+    message_channel: str | None = None
 
 
 class Outcome(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.core.grammar import Spec
+from bot.core.hooks import KNOWN_CELLS
 from bot.core.intents import INTERRUPTED
 from bot.core.registry import Registry
 from bot.core.timeline import CommandDetail
@@ -80,6 +81,8 @@ def register(reg: Registry) -> None:
         summary="hand a role over; effective when they press Accept",
     )
     reg.command(Accept, handoffs.accept, summary="accept a handoff (button)")
+    # The cells policies/oncall.yaml names are cells Firebreak knows (declare --cell, scope add).
+    reg.add(KNOWN_CELLS, scope.oncall_cells)
     # A declare interrupted between its channel and its save: finish or archive (orphans.py).
     reg.add(INTERRUPTED, orphans.declare_interrupted)
 

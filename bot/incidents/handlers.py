@@ -7,11 +7,11 @@ from redis.exceptions import RedisError
 from bot.chat import ChatError, quote
 from bot.clock import hhmm
 from bot.core.authz import after_resolve
-from bot.core.eligibility import eligibility
+from bot.core.eligibility import eligibility, oncall_now
 from bot.core.hooks import ON_RESOLVE, STATUS_LINE
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
-from bot.incidents import orphans, rules, views
+from bot.incidents import orphans, rules, scope, views
 from bot.incidents.commands import Assess, Declare, Help, Mitigated, Resolved, Sev, Status
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.models import Status as St
@@ -83,6 +83,7 @@ async def open_incident(
         declared_at=now,
         detected_at=min(detected_at or now, now),
         cells=cells,
+        opened_cells=list(cells),
         products=products,
         regions=regions,
         next_update_due=rules.first_due(now, sev, svc.policy.cadence),
@@ -126,11 +127,12 @@ async def invitees(svc: Services, inc: Incident) -> list[str]:
     people = [inc.holder("ic")]
     if inc.private:
         security = sorted(await eligibility(svc).seated_people("security", inc.cells))
-        people += [inc.holder("security"), *security, *(svc.policy.oncall.ic_for(c) for c in inc.cells)]
+        people += [inc.holder("security"), *security, *(oncall_now(svc).ic_for(c) for c in inc.cells)]
     return [p for p in dict.fromkeys(people) if p and p != SYSTEM_ACTOR]
 
 
 async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView | None) -> Outcome:
+    await scope.must_know(svc, cmd.cell, "nothing was declared")
     try:
         inc, problems = await open_incident(
             svc,

@@ -15,15 +15,16 @@ from bot.policy.roles import ROLE_TITLES, seated
 
 
 async def role_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
-    """`role` is the IC's, except that anyone may take an empty IC seat for themselves (an incident
-    an alert opened with nobody on call). policies/commands.yaml lets `receiver` (the person the
-    command names) through to this rule, which refuses everyone else."""
+    """`role` is the IC's, except `role ic <@self>`: anyone IC-eligible may take an empty IC seat
+    (an incident an alert opened with nobody on call) or one held by someone not IC-eligible (a
+    squatter: DESIGN §11); the handler checks both. policies/commands.yaml lets `receiver` (the
+    person the command names) through to this rule, which refuses everyone else."""
     cmd = req.command
     if inc is None or req.source.is_system or inc.holder("ic") == req.actor:
         return None
+    if isinstance(cmd, Role) and cmd.role == "ic" and cmd.user == req.actor:
+        return None
     if inc.holder("ic") is None:
-        if isinstance(cmd, Role) and cmd.role == "ic" and cmd.user == req.actor:
-            return None
         return (
             f"Only the IC can run `role` in {inc.id}, and its IC seat is empty: "
             f"take it yourself with `/incident role ic <@{req.actor}>`."
@@ -35,9 +36,16 @@ async def role_rule(svc: Services, req: Request, inc: IncidentView | None) -> st
 SEATING_BLOCKED = "seats with power can't be given"
 
 
+def seat_cells(inc: Incident, seat: str) -> list[str]:
+    """Where ``oncall`` counts for holding ``seat``: for the IC, the cells the incident opened with
+    (an IC who widens the scope does not widen who may be IC); for the others, its cells now (their
+    power is judged again in the lever's own cell at every pull and press)."""
+    return inc.ic_cells if seat == "ic" else inc.cells
+
+
 async def must_be_eligible(svc: Services, inc: Incident, user: str, seat: str) -> None:
     """Refuse (naming the group to join, or saying Slack didn't answer) unless ``user`` may hold ``seat``."""
-    v = await eligibility(svc).check(user, seat, inc.cells)
+    v = await eligibility(svc).check(user, seat, seat_cells(inc, seat))
     if not v.ok:
         raise Refusal(v.refusal(SEATING_BLOCKED), **v.audit())
 
@@ -45,6 +53,8 @@ async def must_be_eligible(svc: Services, inc: Incident, user: str, seat: str) -
 async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome:
     if cmd.role == "ic" and inc.holder("ic") is None and cmd.user == req.actor:
         return await _take_empty_ic(svc, req, inc)
+    if cmd.role == "ic" and cmd.user == req.actor and inc.holder("ic") != req.actor:
+        return await _take_from_ineligible(svc, req, inc)
     if cmd.role == "ic":
         raise Refusal("The IC changes by explicit handoff: `/incident handoff ic @user`.")
     if inc.holder(cmd.role) != cmd.user:
@@ -90,6 +100,55 @@ async def _take_empty_ic(svc: Services, req: Request, inc: Incident) -> Outcome:
     return Outcome(
         message=joined(
             f"You are now Incident Commander of {inc.id}. Hand roles out with `/incident role <role> @user`.",
+            _invite_warning(req.actor, invite_error),
+            warn,
+            warn2,
+        ),
+        audit=audit,
+    )
+
+
+async def _take_from_ineligible(svc: Services, req: Request, inc: Incident) -> Outcome:
+    """Someone IC-eligible takes the IC seat from a holder who is not (anyone may declare, and the
+    declarer is IC: DESIGN §11). Both are judged on the cells the incident opened with; while Slack
+    can't say whether the holder is eligible, the seat stays where it is. The swap is one Lua step
+    that takes the seat only from the holder judged here."""
+    holder = inc.holder("ic")
+    assert holder is not None  # an empty seat is _take_empty_ic's
+    await must_be_eligible(svc, inc, req.actor, "ic")
+    theirs = await eligibility(svc).check(holder, "ic", inc.ic_cells)
+    if theirs.ok:
+        raise Refusal(
+            f"<@{holder}> is IC of {inc.id} and may hold the seat: ask them for a handoff "
+            f"(`/incident handoff ic <@{req.actor}>`, theirs to run); nothing changed.",
+            holder=holder,
+        )
+    if theirs.unanswered:
+        raise Refusal(theirs.refusal("the IC seat is taken from nobody"), holder=holder, **theirs.audit())
+    got = await repo(svc).take_seat(inc.id, "ic", req.actor, svc.clock.now(), from_user=holder)
+    if got.code is SeatTaken.HELD:
+        now = f"<@{got.detail}> holds it now" if got.detail else "it is empty now"
+        raise Refusal(f"The IC seat of {inc.id} changed hands meanwhile ({now}); nothing changed.", holder=got.detail)
+    invite_error = await _invite(svc, inc, req.actor)
+    warn = await announce(
+        svc,
+        inc.id,
+        f":busts_in_silhouette: <@{req.actor}> took the IC seat of {inc.id} from <@{holder}>, who isn't "
+        f"IC-eligible for it ({theirs.why}).",
+    )
+    warn2 = await refresh_card(svc, inc.id)
+    audit: dict[str, object] = {
+        "role": "ic",
+        "user": req.actor,
+        "previous": holder,
+        "took_from_ineligible": True,
+        "previous_eligibility": theirs.why,
+    }
+    if invite_error:
+        audit["invite_failed"] = invite_error
+    return Outcome(
+        message=joined(
+            f"You are now Incident Commander of {inc.id}, taken from <@{holder}>, who isn't IC-eligible for it.",
             _invite_warning(req.actor, invite_error),
             warn,
             warn2,

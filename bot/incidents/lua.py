@@ -172,12 +172,18 @@ redis.call('HSET', KEYS[1], 'doc', cjson.encode(d))
 return d.status
 """
 
-# KEYS: roles, tenure. ARGV: role, user, now. Take a seat only while nobody holds it (anyone may
-# take an empty IC seat for themselves). -> {1, ''} taken, {0, holder} someone holds it.
+# KEYS: roles, tenure. ARGV: role, user, now, expected holder ('' = nobody). Take a seat only while
+# the expected person holds it: an empty IC seat, or one held by someone found not IC-eligible (the
+# check was made before this runs; a seat that moved since is not taken from its new holder).
+# -> {1, ''} taken, {0, holder} someone else holds it ('' when it is empty now).
 SEAT_TAKE = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])
-if old then return {0, cjson.decode(old).user} end
+local holder = old and cjson.decode(old).user or ''
+if holder ~= ARGV[4] then return {0, holder} end
 local now = tonumber(ARGV[3])
+if old then
+  redis.call('RPUSH', KEYS[2], cjson.encode({role=ARGV[1], user=holder, event='renounced', at=now, by=ARGV[2]}))
+end
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode({user=ARGV[2], since=now, by=ARGV[2]}))
 redis.call('RPUSH', KEYS[2], cjson.encode({role=ARGV[1], user=ARGV[2], event='assumed', at=now, by=ARGV[2]}))
 return {1, ''}

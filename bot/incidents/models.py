@@ -45,6 +45,10 @@ class Incident(BaseModel):
     mitigated_at: float | None = None
     resolved_at: float | None = None
     cells: list[str] = Field(default_factory=list)
+    # The cells it had when it opened (declare or its alert): `scope add` never changes them. The IC
+    # seat's `oncall` eligibility is judged against these, so an IC can't widen their own eligibility.
+    # None: saved before this field existed (its cells then stand in).
+    opened_cells: list[str] | None = None
     products: list[str] = Field(default_factory=list)
     regions: list[str] = Field(default_factory=list)
     last_update_at: float | None = None
@@ -61,6 +65,11 @@ class Incident(BaseModel):
     @property
     def is_open(self) -> bool:
         return self.status is not Status.resolved
+
+    @property
+    def ic_cells(self) -> list[str]:
+        """Where the on-call is IC-eligible for this incident (DESIGN §11)."""
+        return self.opened_cells if self.opened_cells is not None else self.cells
 
     def holders(self, user: str) -> list[str]:
         return [r for r, h in self.roles.items() if h.user == user]

@@ -1,13 +1,15 @@
 """`/incident scope add <cell>`: the IC widens the incident to another cell (DESIGN §2).
 
 A lever acts only inside the incident's cells (levers/scope.py), so this is the one way to reach
-another cell. The cell must be one Firebreak knows (a kube context or a cell of the levers policy:
-the KNOWN_CELLS providers); the fleet context is no cell (its levers always need approval). The
-change is one Lua step (an open incident only), audited by the executor, and shown on the card.
+another cell. The cell must be one Firebreak knows (a kube context, a cell of the levers policy or
+of policies/oncall.yaml: the KNOWN_CELLS providers); the fleet context is no cell (its levers always
+need approval). The change is one Lua step (an open incident only), audited by the executor, and
+shown on the card. `declare --cell` takes known cells only, by the same list (``must_know``).
 """
 
 from __future__ import annotations
 
+from bot.core.eligibility import oncall_now
 from bot.core.hooks import KNOWN_CELLS
 from bot.core.request import Outcome, Refusal, Request
 from bot.core.services import Services
@@ -25,6 +27,28 @@ async def _known(svc: Services) -> list[str] | None:
         if cells is not None:
             found = [*(found or []), *cells]
     return list(dict.fromkeys(found)) if found is not None else None
+
+
+async def oncall_cells(svc: Services) -> list[str] | None:
+    """KNOWN_CELLS: the cells policies/oncall.yaml names now (None: it names none)."""
+    return list(oncall_now(svc).cells) or None
+
+
+async def must_know(svc: Services, cells: list[str], nothing: str) -> None:
+    """Refuse, listing the known cells, unless each of ``cells`` is one Firebreak knows. With no cell
+    known at all (no KUBECONFIG, no cells in levers.yaml or oncall.yaml) there is nothing to check
+    against, and any cell name is taken: pages still join such an incident only under an IC who is
+    IC-eligible for their cell (bot/signals/jobs.py)."""
+    if not cells:
+        return
+    known = await _known(svc)
+    if known is None:
+        return
+    for cell in cells:
+        if cell not in known:
+            raise Refusal(
+                f"`{cell}` is not a cell Firebreak knows (cells: {', '.join(sorted(known)) or 'none'}); {nothing}."
+            )
 
 
 async def scope_add(svc: Services, req: Request, cmd: ScopeAdd, inc: Incident) -> Outcome:

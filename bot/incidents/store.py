@@ -16,7 +16,7 @@ from bot.incidents.models import AlertRecord, HandoffRecord, Incident, RoleHolde
 from bot.policy.models import CadencePolicy
 from bot.store import Keys, Redis, Write, script, text, write
 
-_JSON_FIELDS = ("cells", "products", "regions")
+_JSON_FIELDS = ("cells", "opened_cells", "products", "regions")
 _FLOAT_FIELDS = (
     "declared_at",
     "detected_at",
@@ -272,10 +272,15 @@ class IncidentRepo:
     async def set_role(self, inc_id: str, role: str, user: str, by: str, now: float) -> bool:
         return bool(await self._role(keys=[Keys.roles(inc_id), Keys.tenure(inc_id)], args=[role, user, by, now]))
 
-    async def take_seat(self, inc_id: str, role: str, user: str, now: float) -> Change[SeatTaken]:
-        """``user`` takes ``role`` only if nobody holds it (an empty IC seat); else who does."""
-        code, holder = await self._seat_take(keys=[Keys.roles(inc_id), Keys.tenure(inc_id)], args=[role, user, now])
-        return Change(SeatTaken(int(code)), None, str(holder) or None)
+    async def take_seat(
+        self, inc_id: str, role: str, user: str, now: float, from_user: str | None = None
+    ) -> Change[SeatTaken]:
+        """``user`` takes ``role`` only while ``from_user`` holds it (None: nobody, an empty IC seat);
+        else who holds it now (detail; "" when it is empty)."""
+        code, holder = await self._seat_take(
+            keys=[Keys.roles(inc_id), Keys.tenure(inc_id)], args=[role, user, now, from_user or ""]
+        )
+        return Change(SeatTaken(int(code)), None, str(holder))
 
     # Alerts (bot/signals records them; the postmortem reads them) ------------------------------
 

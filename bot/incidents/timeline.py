@@ -100,11 +100,16 @@ class RoleSet(CommandDetail):
     args: RoleArgs = RoleArgs()
     role: str | None = None
     user: str | None = None
+    previous: str | None = None
+    took_from_ineligible: bool = False
 
 
 def role_set(d: RoleSet, by: str) -> str:
     user = d.user if d.user is not None else d.args.user
-    return f"{who(user)} is {_role(d.role if d.role is not None else d.args.role)} (set by {by})"
+    role = _role(d.role if d.role is not None else d.args.role)
+    if d.took_from_ineligible:
+        return f"{who(user)} took {role} from {who(d.previous)}, who wasn't eligible for it"
+    return f"{who(user)} is {role} (set by {by})"
 
 
 class HandingOff(CommandDetail):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,13 +20,28 @@ def _compiles(patterns: list[str]) -> list[str]:
     return patterns
 
 
+def _links(links: list[str]) -> list[str]:
+    for link in links:
+        u = urlsplit(link)
+        if u.scheme not in ("https", "http") or not u.hostname or u.username or u.password or u.query or u.fragment:
+            raise ValueError(
+                f"link {link!r} is not a site prefix: write the scheme, the host and, if any, the path, "
+                "e.g. 'https://status.example.com/'"
+            )
+    return links
+
+
 class PublicPolicy(Strict):
     """What may not appear in a public (stakeholder) update: status pages are product × region."""
 
     cell_patterns: list[str] = Field(default_factory=list)
     node_patterns: list[str] = Field(default_factory=list)
+    # The only sites a public update may link to (scheme, host and path prefix), besides the
+    # incident's own channel: a bare link elsewhere is refused (bot/comms/public.py).
+    links: list[str] = Field(default_factory=list)
 
     _ok = field_validator("cell_patterns", "node_patterns")(lambda cls, v: _compiles(v))
+    _links_ok = field_validator("links")(lambda cls, v: _links(v))
 
 
 class SecretPattern(Strict):

@@ -76,11 +76,15 @@ class RolesPolicy(Strict):
     model: list[Entry] = Field(default_factory=lambda: _default("@ml-model-owners"), min_length=1)
     capacity: list[Entry] = Field(default_factory=lambda: _default("@ml-capacity"), min_length=1)
     security: list[Entry] = Field(default_factory=lambda: _default("@ml-security"), min_length=1)
+    # Not a role anyone holds: who may speak to the stakeholder channel as Firebreak (`update`).
+    publish: list[Entry] = Field(default_factory=lambda: _default("@ml-ic", "@ml-comms", ONCALL), min_length=1)
 
-    _v = field_validator("ic", "ops", "comms", "scribe", "model", "capacity", "security")(lambda cls, v: _seat(v))
+    _v = field_validator("ic", "ops", "comms", "scribe", "model", "capacity", "security", "publish")(
+        lambda cls, v: _seat(v)
+    )
 
     def of(self, seat: str) -> list[str]:
-        """The entries for ``seat`` (a role of bot.policy.roles.ROLES)."""
+        """The entries for ``seat`` (a role of bot.policy.roles.ROLES, or ``publish``)."""
         got: list[str] = getattr(self, seat)
         return got
 

@@ -56,6 +56,8 @@ class SeverityPolicy(Strict):
 class CommandRule(Strict):
     allowed: list[str]
     when_resolved: bool = False
+    # Also answered for a user of another Slack team (a Slack Connect guest), who holds no seat.
+    other_teams: bool = False
 
     @field_validator("allowed")
     @classmethod

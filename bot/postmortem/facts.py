@@ -13,6 +13,7 @@ from bot.core.services import Services
 from bot.incidents.models import Incident
 from bot.incidents.posts import refresh_card
 from bot.incidents.store import SevLowered, repo
+from bot.policy.roles import seated
 from bot.postmortem import rules
 from bot.postmortem.commands import Cause, Postmortem
 from bot.postmortem.store import Cause as CauseFact
@@ -157,11 +158,24 @@ async def _has(svc: Services, inc_id: str, which: str) -> bool:
     return f"cause:{which}" in await store(svc).raw_facts(inc_id)
 
 
+# The facts only the IC and the scribe record (DESIGN §3); the document itself is anyone's to read.
+FACT_SEATS = ("ic", "scribe")
+
+
 async def postmortem_rule(svc: Services, req: Request, inc: object) -> str | None:
-    """`postmortem sev` is the IC's (the SEV is theirs to set); the other facts are anyone's."""
+    """`postmortem sev` is the IC's (the SEV is theirs to set); the other facts are the IC's and
+    the scribe's; `postmortem` alone (the document) is anyone's."""
     cmd = req.command
-    if not isinstance(cmd, Postmortem) or cmd.sub != "sev" or not isinstance(inc, Incident):
+    if not isinstance(cmd, Postmortem) or cmd.sub == "post" or not isinstance(inc, Incident):
         return None
+    if cmd.sub != "sev":
+        if set(inc.holders(req.actor)) & set(FACT_SEATS):
+            return None
+        what = cmd.sub.replace("_", "-")
+        return (
+            f"Only the IC or the Scribe can record `postmortem {what}` in {inc.id} "
+            f"({seated(inc, list(FACT_SEATS))}); nothing changed."
+        )
     ic = inc.holder("ic")
     if ic == req.actor:
         return None

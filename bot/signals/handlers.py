@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bot import logs
 from bot.comms.system import post_once
+from bot.core.eligibility import oncall_now
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.handlers import NotOpened, open_incident
@@ -38,7 +39,7 @@ async def _open(svc: Services, req: Request, cmd: Alerts) -> Outcome:
     # the incident, the next delivery finds the saved incident by it and joins it (jobs.py).
     if not await store(svc).reserve(cmd.group, cmd.token, number):
         return Outcome(result="error", message="the alert group's lock ran out; retried", audit={"lock_lost": True})
-    ic = svc.policy.oncall.ic_for(cmd.cell)
+    ic = oncall_now(svc).ic_for(cmd.cell)  # the file as it is now, not as it was at start
     try:
         inc, problems = await open_incident(
             svc,

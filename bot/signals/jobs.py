@@ -18,6 +18,7 @@ import structlog
 from bot import logs, redact
 from bot.comms.store import store as marks
 from bot.core.dispatch import JobRetry, execute
+from bot.core.eligibility import eligibility
 from bot.core.request import SYSTEM_ACTOR, Request, Source
 from bot.core.services import Services
 from bot.incidents.models import Incident
@@ -128,7 +129,9 @@ async def _incident_for(
 
     In order: the one bound to the group; one opened for the group whose opener died before binding
     it (found by the number it took); for a cell's pages, the oldest open incident a person
-    declared with the cell. A security group only ever feeds the incident it opened itself.
+    declared with the cell whose IC is IC-eligible for that cell (anyone may declare with any
+    known cell and be IC: such an incident gets no pages, which open their own with the cell's
+    on-call instead; DESIGN §11). A security group only ever feeds the incident it opened itself.
     """
     groups, incidents = store(svc), repo(svc)
     last = state.last
@@ -145,10 +148,22 @@ async def _incident_for(
             return inc, last
     if not group.security:
         for inc in await incidents.open_with_cell(group.cell):
-            if inc.alert_group in (None, group.key):
+            if inc.alert_group == group.key or (inc.alert_group is None and await _ic_eligible(svc, inc, group.cell)):
                 await groups.bind(group.key, token, inc.id)
                 return inc, last
     return None, last
+
+
+async def _ic_eligible(svc: Services, inc: Incident, cell: str) -> bool:
+    """Is the incident's IC IC-eligible for ``cell``? Not when the seat is empty, nor while Slack
+    can't say (fail closed: the page then opens its own incident, which is never lost)."""
+    ic = inc.holder("ic")
+    if ic is None:
+        return False
+    v = await eligibility(svc).check(ic, "ic", [cell])
+    if not v.ok:
+        log.info("alerts_not_joined", incident=inc.id, ic=ic, why=v.why, unanswered=v.unanswered)
+    return v.ok
 
 
 async def _news(svc: Services, inc: Incident, d: Delivery, group: rules.Group, alerts: list[Alert]) -> bool:

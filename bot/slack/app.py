@@ -28,7 +28,7 @@ from bot.core import dispatch, invalid
 from bot.core.grammar import UsageError
 from bot.core.request import Outcome, Request, Source
 from bot.core.services import Services
-from bot.slack import actions, events, shapes, submissions
+from bot.slack import actions, events, shapes, submissions, teams
 from bot.slack.inbound import INBOUND, inbound_of
 from bot.slack.lane import Lane
 from bot.slack.replays import ALREADY, Replays
@@ -119,6 +119,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             channel_id=body.channel_id,
             response_url=body.response_url or None,
             trigger_id=body.trigger_id or None,
+            other_team=teams.other_team(Kind.command, inbound_of(context).body, context.authorize_result),
         )
 
         async def already() -> None:  # the person sees that their copy was not run again
@@ -159,6 +160,8 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
             response_url=body.response_url or None,
             trigger_id=body.trigger_id or None,
             message_ts=body.container.message_ts,
+            message_channel=body.container.channel_id,
+            other_team=teams.other_team(Kind.action, inbound_of(context).body, context.authorize_result),
         )
         lane.submit(replays.once(request, Kind.action, lambda: run(req)), request_id=req.id, incident=req.incident_id)
 

@@ -120,7 +120,9 @@ class Channel(_Shape):
 
 
 class Container(_Shape):
+    # The message the button was pressed on: an approval counts only from its own card (bot/approvals).
     message_ts: _Text = None
+    channel_id: _Text = None
 
 
 class BlockActions(BoltReads):
@@ -187,6 +189,7 @@ _REASONS: dict[tuple[str, ...], str] = {
     ("actions", "*", "value"): "action.value_missing_or_not_text",
     ("channel", "id"): "channel.id_missing_or_not_text",
     ("container", "message_ts"): "container.message_ts_missing_or_not_text",
+    ("container", "channel_id"): "container.channel_id_not_text",
     ("view", "callback_id"): "view.callback_id_missing",
     ("view", "type"): "view.type_not_modal",
     ("view", "private_metadata"): "view.private_metadata_missing_or_not_text",

@@ -30,7 +30,7 @@ from bot.core.registry import FormSpec
 from bot.core.request import Request, Source
 from bot.core.services import Services
 from bot.ids import INCIDENT_ID
-from bot.slack import forms
+from bot.slack import forms, teams
 from bot.slack.inbound import inbound_of
 from bot.slack.lane import Lane
 from bot.slack.replays import Job, Replays
@@ -122,7 +122,13 @@ def install(app: AsyncApp, svc: Services, lane: Lane, replays: Replays) -> None:
             if inc_id is None:
                 raise ValueError("no incident in the form")
             values = {name: _value(view, *ids) for name, ids in wire.fields.items()}
-            req = Request(command=spec.parse(values), actor=user, source=Source.modal, incident_id=inc_id)
+            req = Request(
+                command=spec.parse(values),
+                actor=user,
+                source=Source.modal,
+                incident_id=inc_id,
+                other_team=teams.other_team(Kind.view, inbound_of(context).body, context.authorize_result),
+            )
             async with asyncio.timeout(CHECK_S):  # timing out: "can't reach its store" below
                 problem = await _check(svc, req, spec, wire)
             if problem is not None:

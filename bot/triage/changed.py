@@ -22,6 +22,7 @@ from bot.clock import hhmm
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.triage import rules, streams, views
+from bot.triage.access import ROLLOUT_NAMESPACES
 from bot.triage.commands import Changed
 from levers.kube import CellClient, KubeError, UnknownCell, kube_for
 from levers.requests import LeverRequest
@@ -33,6 +34,7 @@ NODES = "Node layer"
 EVENTS = "Warning events"
 LEVERS = "Firebreak levers"
 DEMAND = "Demand"
+PRIVATE_ACTED = "a private incident acted in this cell (its channel has the details)"
 
 
 def ack(cmd: Changed) -> str:
@@ -101,7 +103,12 @@ async def _kube_streams(svc: Services, cell: str, since: float, hours: float, re
     quarantine = svc.policy.levers.node_quarantine
     selector = quarantine.gpu_node_selector
     reads = await asyncio.gather(
-        _read(streams.rollouts(client, since, pol.max_items), pol.timeout_seconds, ref, "rollouts"),
+        _read(
+            streams.rollouts(client, since, pol.max_items, svc.policy.levers.namespaces.get(ROLLOUT_NAMESPACES) or []),
+            pol.timeout_seconds,
+            ref,
+            "rollouts",
+        ),
         _read(streams.nodes(client, pol, selector, since, hours, quarantine), pol.timeout_seconds, ref, "nodes"),
         _read(streams.events(client, since, hours, pol.max_items), pol.timeout_seconds, ref, "events"),
     )
@@ -152,19 +159,21 @@ async def build(svc: Services, inc: IncidentView, hours: float, ref: str) -> Rep
         _demand(svc, now, hours, ref),
     )
     levers_got, levers_err = lever_read
-    levers: dict[str, list[LeverRequest]] = levers_got if isinstance(levers_got, dict) else {}
+    got = levers_got if isinstance(levers_got, streams.LeverChanges) else streams.LeverChanges({}, set())
+    levers, hidden = got.shown, got.hidden
     demand_got, demand_err = demand_read
     demand: dict[str, rules.Demand] = demand_got if isinstance(demand_got, dict) else {}
     reports = []
     for cell, kube_streams in zip(cells, kube, strict=True):
         reqs = [*levers.get(cell, []), *levers.get("fleet", [])]
+        # Another private incident's request: that it acted, never what, on what, or which incident.
+        private = [PRIVATE_ACTED] if hidden & {cell, "fleet"} else []
         if levers_err is not None:
             lever_report = StreamReport(LEVERS, error=levers_err)
-        elif reqs:
+        elif reqs or private:
             shown = [streams.lever_line(r) for r in reqs[: pol.max_items]]
-            lever_report = StreamReport(
-                LEVERS, shown + ([f"… and {len(reqs) - pol.max_items} more"] if len(reqs) > pol.max_items else [])
-            )
+            more = [f"… and {len(reqs) - pol.max_items} more"] if len(reqs) > pol.max_items else []
+            lever_report = StreamReport(LEVERS, shown + more + private)
         else:
             lever_report = StreamReport(LEVERS, [f"no lever pulled or undone in the last {rules.hours_label(hours)}"])
         if demand_err is not None:

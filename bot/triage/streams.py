@@ -4,7 +4,8 @@ caller says so for that stream only.
 Kubernetes (per cell, through the levers' kube client and the cell's context): Argo Rollouts and
 their ReplicaSets (revisions, images, steps), GPU nodes (driver and node image labels), Warning
 events. Firebreak's own lever requests (the lever store), and demand (Prometheus). Every item is
-mrkdwn with what came from the cluster or Prometheus quoted (bot.chat.quote).
+mrkdwn with what came from the cluster or Prometheus made inert (bot.chat.text.literal: no mention
+in cluster data stays active).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.chat import quote
+from bot.chat.text import literal
 from bot.clock import hhmm
 from bot.core.services import Services
 from bot.incidents.store import repo
@@ -168,9 +169,9 @@ def _rollout_change(ro: Mapping[str, Any], owned: list[Mapping[str, Any]], since
         return None
     name = f"{meta.get('namespace')}/{meta.get('name')}"
     if current is None:
-        return _RolloutChange(0.0, f"{quote(name)}: {quote(phase or 'no phase')}, no ReplicaSets found")
+        return _RolloutChange(0.0, f"{literal(name)}: {literal(phase or 'no phase')}, no ReplicaSets found")
     rev = _revision(current)
-    parts = [f"{quote(name)} revision {rev}"]
+    parts = [f"{literal(name)} revision {rev}"]
     created = _created(current)
     if created is not None and created >= since:
         parts[0] += f" created {hhmm(created)} UTC"
@@ -181,20 +182,20 @@ def _rollout_change(ro: Mapping[str, Any], owned: list[Mapping[str, Any]], since
     images = _images(current)
     if prev is not None and _images(prev) != images:
         was = ", ".join(_images(prev)) or "none"
-        parts.append(f"image {quote(_cut(', '.join(images)))} (revision {_revision(prev)}: {quote(_cut(was))})")
+        parts.append(f"image {literal(_cut(', '.join(images)))} (revision {_revision(prev)}: {literal(_cut(was))})")
     elif prev is not None and _template(prev) != _template(current):
         parts.append(f"same image as revision {_revision(prev)}, pod spec changed (args, env or weights)")
     else:
-        parts.append(f"image {quote(_cut(', '.join(images) or 'none'))}")
+        parts.append(f"image {literal(_cut(', '.join(images) or 'none'))}")
     step = _step(ro)
     if step:
         parts.append(step)
     if phase:
-        parts.append(quote(phase))
+        parts.append(literal(phase))
     if aborted:
         parts.append("*aborted*")
     if moved_in_window and moved is not None and not (created is not None and created >= since):
-        parts.append(f"{quote(str(progressing.get('reason') or 'progressed'))} at {hhmm(moved)} UTC")
+        parts.append(f"{literal(str(progressing.get('reason') or 'progressed'))} at {hhmm(moved)} UTC")
     others = [rs for rs in new if rs is not current]
     if others:
         revs = ", ".join(str(_revision(rs)) for rs in sorted(others, key=_revision))
@@ -204,13 +205,21 @@ def _rollout_change(ro: Mapping[str, Any], owned: list[Mapping[str, Any]], since
     return _RolloutChange(when, ", ".join(parts))
 
 
-async def rollouts(client: CellClient, since: float, limit: int) -> list[str]:
-    """Rollouts with a ReplicaSet created since ``since``, or a canary or blue-green still in flight."""
+async def rollouts(client: CellClient, since: float, limit: int, namespaces: Sequence[str]) -> list[str]:
+    """Rollouts with a ReplicaSet created since ``since``, or a canary or blue-green still in flight.
+
+    Read only in ``namespaces`` (where rollout-abort acts, policies/levers.yaml): a Rollout's and a
+    ReplicaSet's pod template carries env values, so Firebreak is granted them there only (deploy/rbac)."""
+    if not namespaces:
+        return ["no namespaces to read Rollouts in (policies/levers.yaml names none for rollout-abort)"]
     version = await client.served_version("argoproj.io", ROLLOUT_VERSIONS, "rollouts")
     if version is None:
         return ["Argo Rollouts is not installed here (no rollouts.argoproj.io API)"]
-    ros = await client.list_all(f"/apis/argoproj.io/{version}/rollouts")
-    replica_sets = await client.list_all("/apis/apps/v1/replicasets", {"labelSelector": POD_HASH})
+    ros: list[dict[str, Any]] = []
+    replica_sets: list[dict[str, Any]] = []
+    for ns in sorted(set(namespaces)):
+        ros += await client.list_all(f"/apis/argoproj.io/{version}/namespaces/{ns}/rollouts")
+        replica_sets += await client.list_all(f"/apis/apps/v1/namespaces/{ns}/replicasets", {"labelSelector": POD_HASH})
     changes = [c for ro in ros if (c := _rollout_change(ro, _owned(ro, replica_sets), since)) is not None]
     if not changes:
         return [f"no new revision, none in flight ({len(ros)} rollout{'s' if len(ros) != 1 else ''})"]
@@ -229,13 +238,13 @@ def _spread_line(what: str, values: Mapping[str, str | None], total: int, limit:
     if len(counts) == 1:
         ((v, n),) = counts.items()
         where = f"all {n} GPU nodes" if not missing else f"{n} of {total} GPU nodes"
-        return f"{what} {quote(v)} on {where}"
+        return f"{what} {literal(v)} on {where}"
     odd = rules.minority(values, limit)
     shown = []
     for v, n in counts.most_common():
         names = odd.get(v)
-        tail = f" ({quote(', '.join(names))}{', …' if len(names) < n else ''})" if names else ""
-        shown.append(f"{quote(v)} on {n} node{'s' if n != 1 else ''}{tail}")
+        tail = f" ({literal(', '.join(names))}{', …' if len(names) < n else ''})" if names else ""
+        shown.append(f"{literal(v)} on {n} node{'s' if n != 1 else ''}{tail}")
     line = f"*{what} skew*: {'; '.join(shown)}"
     return line + (f"; {missing} without it" if missing else "")
 
@@ -250,19 +259,19 @@ async def nodes(
 ) -> list[str]:
     items = await client.list_all("/api/v1/nodes", {"labelSelector": selector})
     if not items:
-        return [f"no GPU nodes (none labelled {quote(selector)})"]
+        return [f"no GPU nodes (none labelled {literal(selector)})"]
     labels = {str(_meta(n).get("name")): (_meta(n).get("labels") or {}) for n in items}
     total = len(labels)
     out = []
     drivers = {name: lb.get(pol.driver_label) for name, lb in labels.items()}
     out.append(
         _spread_line("driver", drivers, total, pol.max_items)
-        or f"no GPU node has the {quote(pol.driver_label)} label (is GPU Feature Discovery running?)"
+        or f"no GPU node has the {literal(pol.driver_label)} label (is GPU Feature Discovery running?)"
     )
     images = {name: next((lb[k] for k in pol.node_image_labels if lb.get(k)), None) for name, lb in labels.items()}
     out.append(
         _spread_line("node image", images, total, pol.max_items)
-        or f"no GPU node has a node image label ({quote(', '.join(pol.node_image_labels))})"
+        or f"no GPU node has a node image label ({literal(', '.join(pol.node_image_labels))})"
     )
     kernels = {str(_meta(n).get("name")): _dict(n, "status", "nodeInfo").get("kernelVersion") for n in items}
     if len(rules.spread(kernels)) > 1:
@@ -273,7 +282,7 @@ async def nodes(
     if joined:
         names = ", ".join(joined[: pol.max_items]) + (", …" if len(joined) > pol.max_items else "")
         plural = "s" if len(joined) != 1 else ""
-        out.append(f"{len(joined)} GPU node{plural} joined in the last {rules.hours_label(hours)}: {quote(names)}")
+        out.append(f"{len(joined)} GPU node{plural} joined in the last {rules.hours_label(hours)}: {literal(names)}")
     return out
 
 
@@ -285,10 +294,10 @@ def _out_of_service(
     found = outofservice.out_of_service([dict(n) for n in items], pol.taint_key, pol.dedicated_taints)
     if not found:
         return []
-    line = f"{len(found)} of {len(items)} GPU nodes can't take work: {quote(outofservice.by_who(found, limit))}"
+    line = f"{len(found)} of {len(items)} GPU nodes can't take work: {literal(outofservice.by_who(found, limit))}"
     recent = [o for o in found if any(c.since is not None and c.since >= since for c in o.causes)]
     if recent:
-        line += f"; in the last {rules.hours_label(hours)}: {quote(outofservice.by_who(recent, limit))}"
+        line += f"; in the last {rules.hours_label(hours)}: {literal(outofservice.by_who(recent, limit))}"
     return [line]
 
 
@@ -355,7 +364,7 @@ async def events(client: CellClient, since: float, hours: float, limit: int) -> 
         first, last = hhmm(g["first"]), hhmm(g["last"])
         seen = f"at {last} UTC" if first == last else f"first {first}, last {last} UTC"
         msg = f": {_cut(g['message'], 140)}" if g["message"] else ""
-        out.append(f"{quote(reason)} ×{g['count']} on {quote(ref)}, {seen}{quote(msg)}")
+        out.append(f"{literal(reason)} ×{g['count']} on {literal(ref)}, {seen}{literal(msg)}")
     rest: dict[str, list[int]] = {}  # reason: [events, objects]
     for (_, reason), g in ordered[limit:]:
         r = rest.setdefault(reason, [0, 0])
@@ -363,7 +372,7 @@ async def events(client: CellClient, since: float, hours: float, limit: int) -> 
         r[1] += 1
     if rest:
         by = sorted(rest.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        said = "; ".join(f"{quote(reason)} ×{n} on {_objects(k)}" for reason, (n, k) in by[:3])
+        said = "; ".join(f"{literal(reason)} ×{n} on {_objects(k)}" for reason, (n, k) in by[:3])
         out.append(f"… and {len(ordered) - limit} more: {said}" + ("; …" if len(by) > 3 else ""))
     return out
 
@@ -386,13 +395,35 @@ def _cells_of(svc: Services, r: LeverRequest) -> set[str]:
     return out
 
 
-async def lever_changes(svc: Services, incident: str, since: float) -> dict[str, list[LeverRequest]]:
+@dataclass
+class LeverChanges:
+    """What `changed` may show of Firebreak's levers: ``shown``, by cell ("fleet" for a fleet-context
+    request no cell is named in), and the cells where another private incident acted (``hidden``)."""
+
+    shown: dict[str, list[LeverRequest]]
+    hidden: set[str]
+
+
+async def _private(svc: Services, ids: set[str]) -> set[str]:
+    """Those of ``ids`` that are private incidents; one that can't be read counts as private (a
+    private incident's levers name which tenant or sandbox a security incident is about)."""
+    found = set()
+    for inc_id in sorted(ids):
+        inc = await repo(svc).get(inc_id)
+        if inc is None or inc.private:
+            found.add(inc_id)
+    return found
+
+
+async def lever_changes(svc: Services, incident: str, since: float) -> LeverChanges:
     """Firebreak's lever requests that acted (or were asked to) since ``since``, by the cells they
-    touched ("fleet" for a fleet-context request no cell is named in), in this incident and every
-    other open one."""
+    touched, in this incident and every other open one. Another private incident's requests are
+    only counted as "a private incident acted here": its channel is the only place for their detail."""
     moved = [r for r in await lever_store(svc).moved_since(since) if not r.dry_run and r.state not in NOT_CHANGES]
     counted = await repo(svc).which_open(sorted({r.incident for r in moved})) | {incident}
+    private = await _private(svc, {r.incident for r in moved if r.incident in counted} - {incident})
     found: dict[str, list[LeverRequest]] = {}
+    hidden: set[str] = set()
     for r in moved:
         if r.incident not in counted or _last_move(r) < since:
             continue
@@ -400,17 +431,20 @@ async def lever_changes(svc: Services, incident: str, since: float) -> dict[str,
         if len(cells) > 1:
             cells.discard("fleet")
         for cell in cells:
-            found.setdefault(cell, []).append(r)
+            if r.incident in private:
+                hidden.add(cell)
+            else:
+                found.setdefault(cell, []).append(r)
     for reqs in found.values():
         reqs.sort(key=_last_move, reverse=True)
-    return found
+    return LeverChanges(found, hidden)
 
 
 def lever_line(r: LeverRequest) -> str:
     params = " ".join(f"{k}={v}" for k, v in sorted(r.params.items()))
     where = "fleet context, " if r.cell == "fleet" else ""
     what = f"{r.id} {r.lever} {_cut(r.target, 80)}" + (f" {_cut(params, 80)}" if params else "")
-    return f"{quote(what)} ({where}{r.incident}): {r.state} {hhmm(_last_move(r))} UTC"
+    return f"{literal(what)} ({where}{r.incident}): {r.state} {hhmm(_last_move(r))} UTC"
 
 
 # ------------------------------------------------------------------------------- demand
@@ -446,7 +480,7 @@ async def demand(
 
 def demand_line(cell: str, d: rules.Demand | None, hours: float, query: str) -> str:
     if d is None or (d.before is None and d.now is None):
-        return f"no data (no series for this cell from `{quote(_cut(query, 80))}`)"
+        return f"no data (no series for this cell from `{literal(_cut(query, 80))}`)"
     h = rules.hours_label(hours)
     if d.before is None:
         return f"{rules.rate(d.now)} now; no data {h} ago"

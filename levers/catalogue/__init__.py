@@ -35,5 +35,8 @@ if len(LEVERS) != len(_ALL):
 # Each lever says which API access it uses (Lever.needs): deploy/rbac grants exactly their union.
 if undeclared := sorted(lever.name for lever in _ALL if not getattr(lever, "needs", ())):
     raise RuntimeError(f"levers {undeclared} declare no `needs` (the RBAC they use in a cell)")
+# What a stored record of it may name (levers/bounds.py): undo and settling refuse anything else.
+if no_writes := sorted(lever.name for lever in _ALL if type(lever).writes is Lever.writes):
+    raise RuntimeError(f"levers {no_writes} declare no `writes` (the fields their plans set)")
 if no_rule := sorted(lever.name for lever in _ALL if not hasattr(lever, "default_rule")):
     raise RuntimeError(f"levers {no_rule} declare no `default_rule` (who pulls them when policy does not say)")

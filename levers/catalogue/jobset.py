@@ -27,7 +27,7 @@ from typing import Any
 
 from bot.policy.levers import LeverRule
 from levers import gangs
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified, Writes
 from levers.catalogue.simple import merge_plan
 from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, merge_body, read, with_provenance
 from levers.price import Price
@@ -89,6 +89,24 @@ class JobSetSuspend(Lever):
         Access("batch", "jobs", ("list",)),
     )
     summary = "JobSet spec.suspend=true (a Kueue-queued one through its Workload, spec.active=false)"
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        return {"/spec/suspend": True} if path == self.path(ctx) else {ACTIVE: False}
+
+    async def object_of(self, ctx: Ctx, stored: str | None) -> str:
+        """The JobSet, or the Kueue Workload it is stopped through: one in its namespace that the JobSet
+        owns (its ownerReference carries the JobSet's uid, as read now)."""
+        if stored is None or stored == self.path(ctx):
+            return self.path(ctx)
+        ns = ctx.target.namespace or "default"
+        workload = Target.parse(f"{ns}/{stored.rpartition('/')[2]}", True, WORKLOAD.kind)  # a Kubernetes name
+        paths = {WORKLOAD.path(workload, version=v) for v in WORKLOAD.versions}
+        if stored not in paths:
+            raise LeverRefusal(f"the object {stored}, neither JobSet {ctx.target} nor a Workload in {ns}")
+        uid = (await ctx.kube.get(self.path(ctx)))["metadata"].get("uid")
+        if not uid or not owned_by(await ctx.kube.get(stored), uid):
+            raise LeverRefusal(f"the Workload {stored}, which JobSet {ctx.target} does not own")
+        return stored
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         queue = ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)

@@ -24,15 +24,17 @@ KEDA does through its REST mapper, never derived from the kind's spelling.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any, Literal
 
 from pydantic import field_validator
 
+from bot.chat.text import code
 from bot.policy.levers import LeverRule
 from bot.prom import Failed, PromQuery, Why
 from bot.prom.promql import fill
 from levers import pricing
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, Verified
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, Verified, Writes
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import Plan, is_absent, ptr, read
@@ -58,18 +60,41 @@ SCALE_TARGETS = (
 )
 
 
+# scaleTargetRef is cluster data anyone who may edit the ScaledObject writes: its name goes into an API
+# path and into chat, so it must be an object's name (a DNS-1123 subdomain: no `/`, `..` or markup), its
+# kind a kind's spelling and its apiVersion a group/version's.
+_DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+_API_VERSION = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+([a-z]+[0-9]+)?")
+
+
 async def scale_path(ctx: Ctx, namespace: str, ref: dict[str, Any]) -> str:
+    """The /scale path of the ScaledObject's target; LeverRefusal unless scaleTargetRef names an object by
+    a Kubernetes name, of a kind the cluster serves with a /scale subresource (what KEDA can scale)."""
     api_version = ref.get("apiVersion") or DEFAULT_API_VERSION
     kind = ref.get("kind") or DEFAULT_KIND
+    name = ref.get("name")
+    where = f"ScaledObject {ctx.target}'s spec.scaleTargetRef"
+    if not isinstance(name, str) or len(name) > 253 or not _DNS1123.fullmatch(name):
+        raise LeverRefusal(f"{where}.name {code(str(name), 80)} is not a Kubernetes name; nothing to freeze.")
+    if not isinstance(api_version, str) or not _API_VERSION.fullmatch(api_version):
+        raise LeverRefusal(f"{where}.apiVersion {code(str(api_version), 80)} is not an API group/version.")
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        raise LeverRefusal(f"{where}.kind {code(str(kind), 80)} is not a kind KEDA can scale.")
     plural = await ctx.kube.plural_for(api_version, kind)
     if plural is None:
         raise LeverRefusal(
             f"ScaledObject {ctx.target} scales a {kind} ({api_version}), a kind this cluster does not serve: "
             "check spec.scaleTargetRef, and that the kind's CRD is installed."
         )
+    if not await ctx.kube.scales(api_version, plural):
+        raise LeverRefusal(
+            f"ScaledObject {ctx.target} scales a {kind} ({api_version}), not a kind KEDA can scale "
+            f"(the cluster serves no {plural}/scale)."
+        )
     group, _, version = api_version.rpartition("/")
     base = f"/apis/{group}/{version}" if group else f"/api/{version}"
-    return f"{base}/namespaces/{namespace}/{plural}/{ref['name']}/scale"
+    return f"{base}/namespaces/{namespace}/{plural}/{name}/scale"
 
 
 class KedaParams(NoParams):
@@ -122,11 +147,25 @@ class KedaPause(Lever):
     Params = KedaParams
     usage = "[replicas=<n>|current] [only=scale-in]"
 
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        p = ctx.params_as(KedaParams)
+        if p.only == "scale-in":
+            return {ptr("metadata", "annotations", PAUSED_SCALE_IN): "true"}
+        if p.replicas is None:
+            return {ptr("metadata", "annotations", PAUSED): "true"}
+        count = p.replicas
+        return {
+            ptr("metadata", "annotations", PAUSED_REPLICAS): (
+                str(count) if isinstance(count, int) else lambda v: isinstance(v, str) and v.isdigit()
+            )
+        }
+
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         p = ctx.params_as(KedaParams)
         ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
         if not ref.get("name"):
             raise LeverRefusal(f"ScaledObject {ctx.target} has no spec.scaleTargetRef.name; nothing to freeze.")
+        await scale_path(ctx, ctx.target.namespace or "default", ref)  # refused unless a scalable kind and name
         kind = ref.get("kind") or DEFAULT_KIND
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if p.only == "scale-in" and p.replicas is not None:

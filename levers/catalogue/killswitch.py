@@ -25,7 +25,7 @@ from bot.chat import quote
 from bot.policy.levers import LeverRule, LeversPolicy
 from bot.prom.promql import fill
 from levers import pricing
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, params_as
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, Writes, params_as
 from levers.catalogue.simple import merge_plan
 from levers.plan import Plan, container_pre, is_absent, ptr, read, unesc
 from levers.price import Cost, Price
@@ -128,6 +128,10 @@ class Killswitch(Lever):
         top = levels.index(effective) if effective in levels else len(levels) - 1
         plan.meta["refused"] = levels[levels.index(p.level) + 1 : top + 1]
         return plan
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        p = ctx.params_as(KillswitchParams)
+        return {ptr("data", ctx.policy.killswitch.key_format.format(tenant=p.tenant)): p.level}
 
     async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
         """The tenant's tool calls per minute the new level refuses (policy price.killswitch.calls_query)."""

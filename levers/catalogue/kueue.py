@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from bot.policy.levers import LeverRule
 from levers import gangs
-from levers.base import Access, Ctx, Kind, Lever
+from levers.base import Access, Ctx, Kind, Lever, Writes
 from levers.catalogue.jobset import WORKLOAD, finished
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
@@ -32,6 +32,9 @@ class _StopPolicy(Lever):
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         return merge_plan(self, ctx, obj, {"/spec/stopPolicy": self.stop}, f"stopPolicy={self.stop}")
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        return {"/spec/stopPolicy": self.stop}
 
     async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
         """Workloads held back (pending) and, for a drain, evicted, with their GPUs."""

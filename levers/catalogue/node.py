@@ -22,7 +22,7 @@ from pydantic import field_validator
 
 from bot.policy.levers import LeverRule
 from levers import budgets, gangs, returngate
-from levers.base import Access, Ctx, Kind, Lever, NoParams, Target, Verified
+from levers.base import Access, Ctx, Kind, Lever, NoParams, Target, Verified, Writes
 from levers.catalogue.jobset import JOB_UID_LABEL, QUEUE_LABEL, WORKLOAD, JobSetSuspend, finished, owned_by
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
@@ -120,6 +120,17 @@ class NodeQuarantine(Lever):
     summary = "taint a node <key>=<reason>:NoSchedule + reason/ticket labels, within the cell's budget"
     Params = QuarantineParams
     usage = "reason=<xid79> [ticket=<INC-7>]"
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        """Its taint first in the list (the rest is the node's own, as read), and its two labels."""
+        p = ctx.params_as(QuarantineParams)
+        key = ctx.policy.node_quarantine.taint_key
+        taint = {"key": key, "value": p.reason, "effect": "NoSchedule"}
+        return {
+            TAINTS: lambda v: isinstance(v, list) and bool(v) and v[0] == taint,
+            ptr("metadata", "labels", f"{key}-reason"): p.reason,
+            ptr("metadata", "labels", f"{key}-ticket"): p.ticket or ctx.incident,
+        }
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         p = ctx.params_as(QuarantineParams)

@@ -25,7 +25,7 @@ from typing import Any
 
 from bot.chat import quote
 from bot.policy.levers import LeverRule
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified, Writes
 from levers.plan import (
     ABSENT,
     ANNOTATIONS,
@@ -195,6 +195,13 @@ class RemediationPause(Lever):
     # Read, the JSON patch (apply, the conflict re-read, the fence) and undo's JSON patch.
     needs = (Access.on(NHC, "get", "patch"),)
     summary = "add firebreak:<INC-n> to a NodeHealthCheck's spec.pauseRequests: no new automatic remediation starts"
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        """spec.pauseRequests with its own entry last (the others are the object's, as read)."""
+        entry = entry_for(ctx.incident)
+        return {
+            PAUSES: lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v) and v[-1] == entry
+        }
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         entry = entry_for(ctx.incident)

@@ -33,7 +33,7 @@ from typing import Any
 from bot.clock import hhmm
 from bot.policy.levers import LeverRule, LeversPolicy
 from levers import recheck
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified, Writes
 from levers.kube import KubeError
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
 from levers.price import Cost, Price
@@ -145,6 +145,9 @@ class RolloutAbort(Lever):
         "an aborted rollout goes forward again only by re-promoting it, which is a deploy: "
         "use your deploy tooling (kubectl argo rollouts promote/retry), not Firebreak"
     )
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        return {"/status/abort": True}
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         status = obj.get("status") or {}

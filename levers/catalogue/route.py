@@ -19,7 +19,7 @@ from bot.chat import quote
 from bot.clock import hhmm
 from bot.policy.levers import LeverRule
 from levers import headroom, pricing
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Writes
 from levers.plan import (
     Plan,
     is_absent,
@@ -78,6 +78,12 @@ class RouteWeight(Lever):
     Params = RouteParams
     usage = "backend=<cell-us-east-3> [weight=<next step>] [rule=<n>]"
     fleet_default = True
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        """One backend's weight, at the rule and index the route had when planned (the object decides those)."""
+        p = ctx.params_as(RouteParams)
+        weight = p.weight
+        return {_WEIGHT: lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0 and weight in (None, v)}
 
     async def plan(self, ctx: Ctx, obj: dict[str, Any]) -> Plan:
         p = ctx.params_as(RouteParams)

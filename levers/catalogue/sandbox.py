@@ -28,7 +28,7 @@ from typing import Any
 from bot.policy.levers import LeverRule
 from bot.prom.promql import fill
 from levers import pricing
-from levers.base import Access, Ctx, Kind, Lever, Verified
+from levers.base import Access, Ctx, Kind, Lever, Verified, Writes
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import LABELS, Plan, container_pre, ptr
@@ -326,6 +326,9 @@ class SandboxQuarantine(Lever):
         pre: dict[str, Any] = {}
         container_pre(obj, pre, LABELS)
         return merge_plan(self, ctx, obj, {ptr("metadata", "labels", LABEL): "true"}, f"{LABEL}=true", pre)
+
+    def writes(self, ctx: Ctx, path: str) -> Writes:
+        return {ptr("metadata", "labels", LABEL): "true"}
 
     async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
         """The sandbox's open sessions, cut off with it (policy price.sandbox-quarantine.sessions_query)."""

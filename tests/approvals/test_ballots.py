@@ -7,12 +7,27 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from bot.approvals.store import Ballot, Ballots
+from bot.approvals import store
+from bot.approvals.store import Ballot
 from bot.incidents.models import Incident, RoleHolder
 from bot.incidents.store import IncidentRepo
+from bot.policy.roles import ROLES
 from tests.support.harness import T0
 
+
+class Ballots(store.Ballots):
+    """The store, with the voter's eligibility check passed for every seat unless a test says
+    otherwise: these tests are of the state machine (a vote with no list fills no seat:
+    tests/approvals/test_vote_fail_closed.py)."""
+
+    async def vote(self, *args, **kw):  # type: ignore[no-untyped-def]
+        if len(args) < 7 and "eligible" not in kw:
+            kw["eligible"] = list(ROLES)
+        return await super().vote(*args, **kw)
+
+
 WINDOW = 600.0
+CARD = ("C_INC", "1700000000.000100")  # where each ballot's card was posted: votes are pressed on it
 
 
 @pytest.fixture
@@ -49,6 +64,8 @@ def ballot(bid="REQ-1", kind="lever", requester="U_OPS", seats=("ic",), sev1=(),
         seats=list(seats),
         sev1_seats=list(sev1),
         grant_seconds=grant,
+        card_channel=CARD[0],
+        card_ts=CARD[1],
     )
 
 
@@ -56,8 +73,8 @@ async def test_self_approval_is_refused_even_for_the_ic(r):
     await incident(r, ic="U_IC")
     b = Ballots(r)
     await b.create(ballot(requester="U_IC"))
-    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0)).code == "self"
-    assert (await b.vote("INC-1", "REQ-1", "U_IC", "deny", T0)).code == "self"
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0, CARD)).code == "self"
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "deny", T0, CARD)).code == "self"
     assert (await b.get("INC-1", "REQ-1")).state == "pending"
 
 
@@ -65,10 +82,10 @@ async def test_approver_without_the_role_is_refused_and_no_vote_is_recorded(r):
     await incident(r, ic="U_IC", ops="U_OPS", comms="U_C")
     b = Ballots(r)
     await b.create(ballot())
-    v = await b.vote("INC-1", "REQ-1", "U_C", "approve", T0)
+    v = await b.vote("INC-1", "REQ-1", "U_C", "approve", T0, CARD)
     assert v.code == "norole" and v.seat == '["ic"]'
     assert await r.smembers("fb:inc:{INC-1}:appr:votes:REQ-1") == set()
-    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 1)).code == "approved"
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 1, CARD)).code == "approved"
     got = await b.get("INC-1", "REQ-1")
     assert (got.state, got.decided_by, got.decided_at, got.filled) == ("approved", "U_IC", T0 + 1, {"ic": "U_IC"})
 
@@ -79,19 +96,19 @@ async def test_role_is_read_at_the_click_not_at_the_request(r):
     b = Ballots(r)
     await b.create(ballot())
     await repo.set_role("INC-1", "ic", "U_NEW", "U_IC", T0 + 5)  # the IC seat changed hands
-    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 6)).code == "norole"
-    assert (await b.vote("INC-1", "REQ-1", "U_NEW", "approve", T0 + 7)).code == "approved"
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 6, CARD)).code == "norole"
+    assert (await b.vote("INC-1", "REQ-1", "U_NEW", "approve", T0 + 7, CARD)).code == "approved"
 
 
 async def test_second_vote_by_the_same_person_is_refused(r):
     await incident(r, sev=1, ic="U_IC", security="U_SEC")
     b = Ballots(r)
     await b.create(ballot("BG-1", "breakglass", requester="U_X", sev1=("security",), grant=1800))
-    v = await b.vote("INC-1", "BG-1", "U_IC", "approve", T0)
+    v = await b.vote("INC-1", "BG-1", "U_IC", "approve", T0, CARD)
     assert (v.code, v.seat, v.other) == ("recorded", "ic", '["security"]')
-    assert (await b.vote("INC-1", "BG-1", "U_IC", "approve", T0 + 1)).code == "voted"
-    assert (await b.vote("INC-1", "BG-1", "U_IC", "deny", T0 + 1)).code == "voted"
-    v = await b.vote("INC-1", "BG-1", "U_SEC", "approve", T0 + 2)
+    assert (await b.vote("INC-1", "BG-1", "U_IC", "approve", T0 + 1, CARD)).code == "voted"
+    assert (await b.vote("INC-1", "BG-1", "U_IC", "deny", T0 + 1, CARD)).code == "voted"
+    v = await b.vote("INC-1", "BG-1", "U_SEC", "approve", T0 + 2, CARD)
     assert (v.code, v.seat) == ("approved", "security")
     got = await b.get("INC-1", "BG-1")
     assert got.grant_expires_at == T0 + 2 + 1800
@@ -102,8 +119,8 @@ async def test_one_person_holding_both_seats_fills_only_one(r):
     await incident(r, sev=1, ic="U_BOTH", security="U_BOTH")
     b = Ballots(r)
     await b.create(ballot("BG-1", "breakglass", requester="U_X", sev1=("security",), grant=600))
-    assert (await b.vote("INC-1", "BG-1", "U_BOTH", "approve", T0)).code == "recorded"
-    assert (await b.vote("INC-1", "BG-1", "U_BOTH", "approve", T0)).code == "voted"
+    assert (await b.vote("INC-1", "BG-1", "U_BOTH", "approve", T0, CARD)).code == "recorded"
+    assert (await b.vote("INC-1", "BG-1", "U_BOTH", "approve", T0, CARD)).code == "voted"
     assert (await b.get("INC-1", "BG-1")).state == "pending"
 
 
@@ -114,11 +131,11 @@ async def test_sev_read_at_each_press(r):
     await b.create(ballot("BG-1", "breakglass", requester="U_X", sev1=("security",), grant=600))
     await b.create(ballot("BG-2", "breakglass", requester="U_X", sev1=("security",), grant=600))
     # At SEV2 the security lead is not a required approver.
-    assert (await b.vote("INC-1", "BG-1", "U_SEC", "approve", T0)).code == "norole"
-    assert (await b.vote("INC-1", "BG-1", "U_IC", "approve", T0)).code == "approved"
+    assert (await b.vote("INC-1", "BG-1", "U_SEC", "approve", T0, CARD)).code == "norole"
+    assert (await b.vote("INC-1", "BG-1", "U_IC", "approve", T0, CARD)).code == "approved"
     await repo.raise_sev("INC-1", 1, "exfil", None, T0)
-    assert (await b.vote("INC-1", "BG-2", "U_IC", "approve", T0)).code == "recorded"
-    assert (await b.vote("INC-1", "BG-2", "U_SEC", "approve", T0)).code == "approved"
+    assert (await b.vote("INC-1", "BG-2", "U_IC", "approve", T0, CARD)).code == "recorded"
+    assert (await b.vote("INC-1", "BG-2", "U_SEC", "approve", T0, CARD)).code == "approved"
 
 
 async def test_a_seat_already_approved_by_someone_else(r):
@@ -126,9 +143,9 @@ async def test_a_seat_already_approved_by_someone_else(r):
     await incident(r, sev=1, ic="U_IC", security="U_SEC")
     b = Ballots(r)
     await b.create(ballot("BG-1", "breakglass", requester="U_X", sev1=("security",), grant=600))
-    assert (await b.vote("INC-1", "BG-1", "U_IC", "approve", T0)).code == "recorded"
+    assert (await b.vote("INC-1", "BG-1", "U_IC", "approve", T0, CARD)).code == "recorded"
     await repo.set_role("INC-1", "ic", "U_IC2", "U_IC", T0)
-    v = await b.vote("INC-1", "BG-1", "U_IC2", "approve", T0)
+    v = await b.vote("INC-1", "BG-1", "U_IC2", "approve", T0, CARD)
     assert (v.code, v.seat, v.other) == ("filled", "ic", "U_IC")
 
 
@@ -136,8 +153,8 @@ async def test_deny_decides_and_later_clicks_see_the_decision(r):
     await incident(r, ic="U_IC")
     b = Ballots(r)
     await b.create(ballot())
-    assert (await b.vote("INC-1", "REQ-1", "U_IC", "deny", T0)).code == "denied"
-    v = await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0)
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "deny", T0, CARD)).code == "denied"
+    v = await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0, CARD)
     assert (v.code, v.seat) == ("decided", "denied")
 
 
@@ -149,7 +166,7 @@ async def test_expiry_boundary_on_a_click(r, offset, code, state):
     await incident(r, ic="U_IC")
     b = Ballots(r)
     await b.create(ballot())
-    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + WINDOW + offset)).code == code
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + WINDOW + offset, CARD)).code == code
     assert (await b.get("INC-1", "REQ-1")).state == state
 
 
@@ -161,7 +178,7 @@ async def test_expire_script_boundaries_and_once(r):
     assert await b.expire("INC-1", "REQ-1", T0 + WINDOW) == 1
     assert await b.expire("INC-1", "REQ-1", T0 + WINDOW + 1) == 0  # only once
     assert await b.expire("INC-1", "REQ-404", T0) == -1
-    v = await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + WINDOW + 2)
+    v = await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0 + WINDOW + 2, CARD)
     assert (v.code, v.seat) == ("decided", "expired")
 
 
@@ -172,7 +189,7 @@ async def test_n_concurrent_approvals_decide_once_across_two_processes(redis_url
         stores = [Ballots(c) for c in clients]
         await stores[0].create(ballot())
         votes = await asyncio.gather(
-            *(stores[i % 2].vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 1) for i in range(20))
+            *(stores[i % 2].vote("INC-1", "REQ-1", "U_IC", "approve", T0 + 1, CARD) for i in range(20))
         )
         codes = sorted(v.code for v in votes)
         assert codes.count("approved") == 1
@@ -196,7 +213,7 @@ async def test_grant_end_and_revoke(r):
     b = Ballots(r)
     for bid in ("BG-1", "BG-2", "BG-3"):
         await b.create(ballot(bid, "breakglass", requester="U_X", grant=600))
-        await b.vote("INC-1", bid, "U_IC", "approve", T0)
+        await b.vote("INC-1", bid, "U_IC", "approve", T0, CARD)
     # Grant runs [T0, T0+600).
     assert await b.end_grant("INC-1", "BG-1", T0 + 599) == 0
     assert await b.end_grant("INC-1", "BG-1", T0 + 600) == 1
@@ -208,3 +225,19 @@ async def test_grant_end_and_revoke(r):
     assert await b.revoke("INC-1", "BG-3", "U_X", T0 + 10, ["ic"]) == ("revoked", "approved")  # handed back
     got = await b.get("INC-1", "BG-3")
     assert (got.state, got.ended_by, got.ended_at) == ("revoked", "U_X", T0 + 10)
+
+
+async def test_a_vote_counts_only_from_the_ballots_own_card(r):
+    await incident(r, ic="U_IC")
+    b = Ballots(r)
+    await b.create(ballot())
+    for elsewhere in (("C_INC", "1700000000.000200"), ("D_IC", CARD[1]), (None, None)):
+        v = await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0, elsewhere)
+        assert (v.code, v.seat) == ("elsewhere", "C_INC")
+        assert (await b.vote("INC-1", "REQ-1", "U_IC", "deny", T0, elsewhere)).code == "elsewhere"
+    assert await r.smembers("fb:inc:{INC-1}:appr:votes:REQ-1") == set()
+    assert (await b.get("INC-1", "REQ-1")).state == "pending"
+    # A ballot whose card was never recorded takes no vote at all.
+    await b.create(ballot("REQ-2").model_copy(update={"card_channel": None, "card_ts": None}))
+    assert (await b.vote("INC-1", "REQ-2", "U_IC", "approve", T0, CARD)).code == "elsewhere"
+    assert (await b.vote("INC-1", "REQ-1", "U_IC", "approve", T0, CARD)).code == "approved"

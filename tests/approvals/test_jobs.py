@@ -44,7 +44,7 @@ async def test_a_failed_security_post_is_said_and_audited(world):
     bid = await grant(world)
     world.slack.fail_next("chat.postMessage", "channel_not_found", times=2)  # the channel note, then security
     out = await world.press("breakglass.approve", bid, user="U_IC")
-    assert out.startswith(f"{bid} approved") and "could not post this to the security channel" in out, out
+    assert f"\n{bid} approved" in out and "could not post this to the security channel" in out, out
     [vote] = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.approve"]
     assert vote["detail"]["security_posted"] is False
     requested = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "command.breakglass"]

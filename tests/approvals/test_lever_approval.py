@@ -159,7 +159,7 @@ async def test_a_target_changed_after_the_request_blocks_execution(world):
         f"{rid} kueue-hold-drain research-h100 (us-east-3): not applied: the target changed since it was "
         "planned and approved. Pull the lever again for a fresh plan and approval."
     )
-    assert out == said
+    assert out.split("\n", 1)[1] == said  # after the line naming what was approved
     m = card(world, rid)
     assert buttons(m) == [] and f"Approved by <@U_IC> (IC) at 03:10 UTC → {said}" in text_of(m)
     assert world.cell.get("clusterqueues", "research-h100")["spec"]["stopPolicy"] == "Hold"
@@ -242,7 +242,7 @@ async def test_a_retried_block_actions_delivery_changes_the_object_once(world):
         rid,
         "U_IC",
         world.channel,
-        message_ts="1700000000.000100",
+        message_ts=world.app.message_with(world.channel, "lever.approve", rid),  # pressed on the card
         response_url=world.slack.response_url("retried"),
     )
     form = "application/x-www-form-urlencoded"

@@ -45,11 +45,12 @@ async def test_a_grant_revoked_before_approval_stops_the_pull(world):
 
     out = await world.press("lever.approve", rid, user="U_IC")
     why = f"break-glass grant {bid} ended (revoked or expired) before it ran, and <@UX> does not hold ops"
-    assert out == f"{rid} kueue-hold-drain research-h100 (us-east-3): failed: not applied: {why}; nothing changed.", out
+    said = out.split("\n", 1)[1]  # after the line naming what was approved
+    assert said == f"{rid} kueue-hold-drain research-h100 (us-east-3): failed: not applied: {why}; nothing changed."
     assert world.patches() == [] and _stop_policy(world) == "None"
     rec = await lever_store(world.svc).get(rid)
     assert rec.state == "failed" and rec.result["ok"] is False
-    assert out in [m["text"] for m in world.slack.messages(world.channel)]
+    assert said in [m["text"] for m in world.slack.messages(world.channel)]
     assert buttons(_card(world, rid)) == [] and why in text_of(_card(world, rid))
     failed = [e for e in await audit_entries(world.app, "INC-1") if e["action"] == "lever.failed"]
     assert [(e["detail"]["request"], e["detail"]["reason"]) for e in failed] == [(rid, "grant ended")]
@@ -74,7 +75,7 @@ async def test_a_role_handed_on_before_approval_stops_the_pull(world):
     rid = await _request(world, "UOPS")
     assert "is now" in await world.run("role ops <@UOTHER>", user="U_IC")
 
-    out = await world.press("lever.approve", rid, user="U_IC")
+    out = (await world.press("lever.approve", rid, user="U_IC")).split("\n", 1)[1]
     assert out == (
         f"{rid} kueue-hold-drain research-h100 (us-east-3): failed: not applied: requester <@UOPS> "
         "no longer holds ops in INC-1; nothing changed."

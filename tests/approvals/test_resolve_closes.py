@@ -78,7 +78,11 @@ async def test_an_approved_request_never_runs_after_resolve(world):
     # The deciding vote was recorded, and the record approved, by a process that died before it
     # executed: what the settle timer (and the restart sweep) would finish.
     now = world.svc.clock.now()
-    assert (await ballots(world.svc).vote("INC-1", rid, "U_IC", "approve", now)).code.value == "approved"
+    b = await ballots(world.svc).get("INC-1", rid)
+    on_card = (b.card_channel, b.card_ts)
+    assert (
+        await ballots(world.svc).vote("INC-1", rid, "U_IC", "approve", now, on_card, ["ic"])
+    ).code.value == "approved"
     assert await lever_store(world.svc).transition(rid, {"pending_approval"}, "approved", approved_by="U_IC")
     assert await world.svc.scheduler.pending(EXPIRE_JOB, rid) is not None
 

@@ -95,7 +95,9 @@ async def test_a_rewrite_from_entry_5_passes_the_plain_check_but_not_the_signed_
     entries = await _entries(r)
     entries[4]["actor"] = "UMALLORY"
     await _rewrite(r, entries, 5)
-    assert cli(redis_url, "verify").stdout.strip() == "audit chain OK (300 entries)"  # the hash chain is fooled
+    # The hash chain alone is fooled, and so plain verify no longer says OK where the bot signs.
+    plain = cli(redis_url, "verify")
+    assert plain.returncode == 3 and plain.stderr.startswith("audit chain NOT PROVEN (300 entries"), plain.stderr
     for args in (["--checkpoints", str(published)], ["--checkpoints", str(twice)], []):  # or Redis's copies
         out = cli(redis_url, "verify", "--pubkey", pub, *args)
         assert out.returncode == 1, out.stdout
@@ -108,12 +110,12 @@ async def test_a_log_cut_back_to_150_of_300_fails_against_the_checkpoints(signed
     entries = (await _entries(r))[:150]
     await _rewrite(r, entries, 151)  # nothing to rehash: only the tail and the head go
     await r.delete(Keys.AUDIT_CHECKPOINTS)  # the forger deletes the Redis copies too
-    assert cli(redis_url, "verify").stdout.strip() == "audit chain OK (150 entries)"
+    assert cli(redis_url, "verify").stdout.strip() == "audit chain OK (150 entries)"  # no hint left in Redis
     out = cli(redis_url, "verify", "--pubkey", str(keys[1]), "--checkpoints", str(published))
     assert out.returncode == 1 and out.stderr.startswith("audit chain BROKEN at seq 151 "), out.stderr
-    # Without the published ones nothing is left to check against, and it says so.
+    # Without the published ones nothing is left to check against, and it says so: not OK.
     out = cli(redis_url, "verify", "--pubkey", str(keys[1]))
-    assert out.returncode == 0 and "no signed checkpoint" in out.stdout and "only hash-chained" in out.stdout
+    assert out.returncode == 3 and "no checkpoint from outside Redis" in out.stderr, out.stderr
 
 
 async def test_two_entries_swapped_and_rechained_fail_where_the_order_changed(signed, redis_url, keys, tmp_path):
@@ -122,7 +124,7 @@ async def test_two_entries_swapped_and_rechained_fail_where_the_order_changed(si
     entries = await _entries(r)
     entries[9], entries[10] = entries[10], entries[9]  # seq 10 and 11 change places
     await _rewrite(r, entries, 10)
-    assert cli(redis_url, "verify").returncode == 0
+    assert cli(redis_url, "verify").returncode == 3  # whole as a hash chain, but not proven
     out = cli(redis_url, "verify", "--pubkey", str(keys[1]), "--checkpoints", str(published))
     assert out.returncode == 1 and out.stderr.startswith("audit chain BROKEN at seq 10 "), out.stderr
 

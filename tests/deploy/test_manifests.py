@@ -263,8 +263,9 @@ def test_the_docs_create_every_secret_the_deployment_references():
                     if ref and not ref.get("optional"):  # SLACK_APP_TOKEN: Socket Mode only
                         refs.add((ref["name"], ref["key"]))
             for v in spec.get("volumes") or []:
-                if "secret" in v:
-                    refs.add((v["secret"]["secretName"], "config"))
+                if "secret" in v:  # the kubeconfig's `config`, or the keys the volume names (the audit key)
+                    keys = [i["key"] for i in v["secret"].get("items") or []] or ["config"]
+                    refs |= {(v["secret"]["secretName"], key) for key in keys}
         for name, key in refs:
             assert re.search(rf"create secret generic {name}\b[^`]*--from-(literal|file)={key}=", section), (
                 path,

@@ -28,6 +28,7 @@ ALERTED = {
     "firebreak_scheduler_lag_seconds",
     "firebreak_slack_api_errors_total",
     "firebreak_kube_api_errors_total",
+    "firebreak_audit_checkpoint_age_seconds",
 }
 
 
@@ -59,6 +60,7 @@ ALERTS = {
     "FirebreakLeverFailures",
     "FirebreakSlackApiErrors",
     "FirebreakKubeApiErrors",
+    "FirebreakAuditCheckpointsStalled",
 }
 
 

@@ -23,6 +23,9 @@ from tests.support import extra_crds
 from tests.support.deploy import Grant, granted, of_kind, render
 from tests.support.levers import MODEL, OPS, SEC, replace_hook, say
 
+# Self Node Remediation's fence, a remediation cause as levers/outofservice.py reads it.
+SNR_TAINT_KEY = "remediation.medik8s.io/self-node-remediation"
+
 NS = "serve-chat"
 
 
@@ -115,6 +118,8 @@ PULLS = [
     ("lever keda-pause serve-chat/llm-70b --cell us-east-3 replicas=current", OPS),
     ("lever keda-pause serve-chat/llm-sts --cell us-east-3 replicas=current", OPS),
     ("lever keda-pause serve-chat/llm-ro --cell us-east-3 replicas=current", OPS),
+    # Scale-in only: verify reads KEDA's HPA (no KEDA runs on these cells: read, found unchanged).
+    ("lever keda-pause serve-chat/llm-70b --cell us-east-3 only=scale-in", OPS),
     ("lever node-quarantine gpu-a3-0001 --cell us-east-3 reason=xid79", OPS),
     ("lever remediation-pause nhc-gpu --cell us-east-3", OPS),  # a NodeHealthCheck's own pause entry
     ("lever jobset-suspend train-llm/pretrain-405b --cell us-east-3", OPS),
@@ -130,6 +135,19 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
     east3, east1, fleet = cells.east3, cells.east1, cells.fleet
     east3.put(samples.stateful_set(NS, "llm-sts"))
     east3.put(scaled("llm-sts", "apps/v1", "StatefulSet", "llm-sts"))
+    # The HPA KEDA keeps for llm-70b (keda-hpa-<name>), scale-down enabled: what scale-in-only verify reads.
+    east3.put(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "keda-hpa-llm-70b", "namespace": NS},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "llm-70b"},
+                "minReplicas": 2,
+                "maxReplicas": 12,
+            },
+        }
+    )
     east3.put(scaled("llm-ro", "argoproj.io/v1alpha1", "Rollout", "llm-70b"))
     for rs in samples.rollout_replica_sets(east3.get("rollout", "llm-70b", NS)):
         east3.put(rs)
@@ -167,7 +185,9 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
             assert await store.transition(rec.id, {"pending_approval"}, "approved", approved_by="U_IC")
             out = (await execute_approved(app.services, rec.id, "U_IC")).message
         rec = await store.get(req)
-        assert rec.state == "done" and rec.result.get("verified") is True, (command, out)
+        # Without KEDA, nobody disables the HPA's scale-down: the pull is done and says NOT verified.
+        verified = "only=scale-in" not in command
+        assert rec.state == "done" and rec.result.get("verified") is verified, (command, out)
         if LEVERS[rec.lever].reversible:  # rollout-abort and killswitch: a person puts them back
             undo = await app.run(f"undo {req}", user=user, channel=inc.channel_id)
             assert "undone" in undo and (await store.get(req)).state == "undone", undo
@@ -180,11 +200,13 @@ async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, ce
     assert "Warning events" in shown and "403" not in shown and "Forbidden" not in shown, shown
 
     # The remediation alarm: each cell's GPU nodes every poll and, to offer remediation-pause, the
-    # NodeHealthChecks. One node out twice in a few minutes makes it post.
+    # NodeHealthChecks. One node fenced by Self Node Remediation twice in a few minutes makes it post
+    # (a remediation cause: a bare cordon is not one).
     await watch.watch_all(app.services)
-    for unschedulable in (True, False, True):
+    for fenced in (True, False, True):
         node = east3.get("node", "gpu-a3-0002")
-        node["spec"]["unschedulable"] = unschedulable
+        others = [t for t in node["spec"].get("taints") or [] if t["key"] != SNR_TAINT_KEY]
+        node["spec"]["taints"] = [*others, {"key": SNR_TAINT_KEY, "effect": "NoSchedule"}] if fenced else others
         east3.put(node)
         app.clock.advance(60)
         await watch.watch_all(app.services)

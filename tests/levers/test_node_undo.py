@@ -101,7 +101,7 @@ async def test_a_taint_added_while_undo_is_in_flight_is_kept(app, cells):
     inc = await app.declare(roles={"ops": OPS})
     await quarantine(app, inc)
     path = rf"/api/v1/nodes/{NODE}$"
-    cells.east3.delay_next("PATCH", path, seconds=0.5)
+    cells.east3.delay_next("PATCH", path, seconds=3.0)
     cells.east3.requests.clear()
     undo = asyncio.create_task(say(app, "undo REQ-1", OPS, inc.channel_id))
     await until(lambda: cells.east3.find_requests("PATCH", path))

@@ -13,7 +13,8 @@ from bot.policy.roles import ROLES
 
 
 def test_every_seat_has_an_entry_and_the_packaged_default_is_the_designs():
-    assert set(RolesPolicy.model_fields) == set(ROLES)
+    # `publish` is no role anyone holds: who may speak to the stakeholder channel (DESIGN §11).
+    assert set(RolesPolicy.model_fields) == {*ROLES, "publish"}
     roles = load_policy().roles
     assert {seat: roles.of(seat) for seat in ROLES} == {
         "ic": ["@ml-ic", "oncall"],
@@ -24,6 +25,7 @@ def test_every_seat_has_an_entry_and_the_packaged_default_is_the_designs():
         "capacity": ["@ml-capacity"],
         "security": ["@ml-security"],
     }
+    assert roles.of("publish") == ["@ml-ic", "@ml-comms", "oncall"]
     assert RolesPolicy() == roles  # a seat left out of a custom file keeps its packaged default
 
 

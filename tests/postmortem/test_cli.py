@@ -14,12 +14,15 @@ import pytest
 from tests.support.core import run_cli
 from tests.support.ports import free_port
 from tests.support.postmortem import resolved_incidents
-from tests.support.signals import TOKEN, policy_dir
+from tests.support.signals import CELL_A, ONCALL_A, TOKEN, policy_dir
+
+# The alert's cell with its on-call, and the cell `declare` names (a cell Firebreak must know).
+KNOWN: dict[str, str | None] = {CELL_A: ONCALL_A, "us-east-3": None}
 
 
 @pytest.fixture
 def app_settings(tmp_path: Path) -> dict[str, Any]:
-    return {"alertmanager_token": TOKEN, "firebreak_policy_dir": policy_dir(tmp_path)}
+    return {"alertmanager_token": TOKEN, "firebreak_policy_dir": policy_dir(tmp_path, KNOWN)}
 
 
 async def cli(*args: str, redis_url: str | None, **env: str) -> Any:

@@ -182,6 +182,7 @@ async def test_a_cause_set_again_is_overwritten_and_the_audit_keeps_the_text_bef
     inc = await app.declare("GPU hang", sev=2)
     ch = inc.channel_id
     await app.run("cause root a bad driver", channel=ch, user="U_IC")
+    assert "is now" in await app.run("role scribe <@UBOB>", channel=ch, user="U_IC")
     out = await app.run("cause root class: config-push the canary skipped us-east-3", channel=ch, user="UBOB")
     assert "\nIt replaces: a bad driver (<@U_IC>)\n" in out
     f = await facts(app.services, inc.id)

@@ -13,7 +13,10 @@ from bot.postmortem import report
 from bot.postmortem.report import BadDate, Resolved, classes, parse_since, render
 from tests.support.ports import free_port
 from tests.support.postmortem import D2, HOUR, resolved_incidents
-from tests.support.signals import TOKEN, policy_dir
+from tests.support.signals import CELL_A, ONCALL_A, TOKEN, policy_dir
+
+# The alert's cell with its on-call, and the cell `declare` names (a cell Firebreak must know).
+KNOWN: dict[str, str | None] = {CELL_A: ONCALL_A, "us-east-3": None}
 
 
 @pytest.fixture
@@ -21,7 +24,7 @@ def app_settings(tmp_path: Path) -> dict[str, Any]:
     # Prometheus is down: the alert-opened incident's impact start comes from its startsAt, said so.
     return {
         "alertmanager_token": TOKEN,
-        "firebreak_policy_dir": policy_dir(tmp_path),
+        "firebreak_policy_dir": policy_dir(tmp_path, KNOWN),
         "prometheus_url": f"http://127.0.0.1:{free_port()}",
     }
 

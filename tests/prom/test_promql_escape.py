@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from bot.policy import load_policy
+from bot.policy.queries import TriageQuery, Unit
 from bot.prom import Failed, Matrix, Vector
 from bot.prom.connect import Prometheus
 from bot.prom.promql import escape
@@ -60,8 +61,20 @@ async def test_every_shipped_query_keeps_a_hostile_cell_name_in_its_string(prom:
         assert got in (Vector(()), Matrix(())), (name, promql, got)
 
 
+HOSTILE = 'k"} or vector(42) or up{x="'
+
+
 async def test_a_hostile_taint_key_stays_in_its_string(prom: Prometheus) -> None:
+    # The shipped rows name the dedicated taints (the quarantine row); `$taint_key` is a policy's own.
     policy = load_policy(SHIPPED)
-    q = next(q for q in policy.queries.queries if "$taint_key" in q.query)
-    got = await prom.query(q.render("eu-west-9", 'k"} or vector(42) or up{x="'), T0)
+    q = next(q for q in policy.queries.queries if "$dedicated_taints" in q.query)
+    got = await prom.query(q.render("eu-west-9", HOSTILE, dedicated_taints=[HOSTILE, "nvidia.com/gpu"]), T0)
+    assert isinstance(got, Vector) and got.samples == (), got
+    own = TriageQuery(
+        name="fenced",
+        title="fenced",
+        unit=Unit.count,
+        query='count(kube_node_spec_taint{cell="$cell",key="$taint_key"})',
+    )
+    got = await prom.query(own.render("eu-west-9", HOSTILE), T0)
     assert isinstance(got, Vector) and got.samples == (), got

@@ -140,10 +140,14 @@ async def test_update_is_inert_in_the_incident_and_the_stakeholder_channel(stake
     app = stakeholder_app
     ch = (await app.declare(TITLE, sev=3, user=IC, cells=())).channel_id
     calls, replies = _mark(app)
-    out = await app.run(f"update Chat API: {INJECT} &amp; &lt;b&gt; <@UBOB|bob> is on it", user=IC, channel=ch)
+    # A link is refused before anything is posted (bot/comms/public.py: only the policy's sites).
+    out = await app.run(f"update Chat API: {INJECT} is on it", user=IC, channel=ch)
+    assert out.startswith("Not posted: a public update links only to") and "`https://evil`" in out, out
+    inject, shown = INJECT.replace(" <https://evil|click>", ""), SHOWN.replace(" &lt;https://evil|click&gt;", "")
+    out = await app.run(f"update Chat API: {inject} &amp; &lt;b&gt; <@UBOB|bob> is on it", user=IC, channel=ch)
     assert out.startswith("Update posted."), out
     assert pings(app.slack, calls, replies) == []
-    said = f"Chat API: {SHOWN} &amp; &lt;b&gt; <@UBOB> is on it"
+    said = f"Chat API: {shown} &amp; &lt;b&gt; <@UBOB> is on it"
     [public] = [m["text"] for m in app.slack.messages(app.stakeholders)]
     assert public == f":mega: *INC-1* update at 03:10 UTC: {said}"
     assert app.slack.messages(ch)[-1]["text"] == f":mega: *Update* from <@{IC}> (INC-1, SEV3): {said}"

@@ -17,10 +17,11 @@ import yaml
 from bot.policy.levers import LeversPolicy
 from bot.policy.loader import load_policy
 from bot.signals.remediation.access import READS as ALARM_READS
-from bot.triage.access import READS
+from bot.triage.access import IN_NAMESPACES, READS, ROLLOUT_NAMESPACES
 from levers.base import Access, Lever
 from levers.catalogue import LEVERS
 from levers.gitops import READS as GITOPS_READS
+from levers.scope import READS as IDENTITY_READS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -119,7 +120,7 @@ def where(lever: Lever, pol: LeversPolicy) -> list[str | None]:
 
 def needed(
     levers: Iterable[Lever] | None = None,
-    reads: Iterable[Access] = (*READS, *ALARM_READS, *GITOPS_READS),
+    reads: Iterable[Access] = (*READS, *ALARM_READS, *GITOPS_READS, *IDENTITY_READS),
     pol: LeversPolicy | None = None,
 ) -> set[Grant]:
     """What Firebreak's code says it calls in a cell: each lever's `needs` on cluster-scoped kinds
@@ -128,6 +129,8 @@ def needed(
     levers = LEVERS.values() if levers is None else levers
     pol = policy() if pol is None else pol
     out = access_grants(reads)
+    for ns in pol.namespaces.get(ROLLOUT_NAMESPACES) or []:  # `changed`'s Rollouts and ReplicaSets
+        out |= access_grants(IN_NAMESPACES, ns)
     levers = list(levers)
     cluster = {(lv.kind.group, lv.kind.plural) for lv in levers if not lv.kind.namespaced}
     for lever in levers:

@@ -80,7 +80,11 @@ class RunningApp:
             return ack
 
     async def press(self, action_id: str, value: str, user: str, channel: str, message_ts: str | None = None) -> str:
+        """Press the button as a person does: on the newest message in ``channel`` that carries (or
+        carried) it, unless ``message_ts`` names another message (an approval counts only from its card)."""
         key = f"btn{next(self._n)}"
+        if message_ts is None:
+            message_ts = self.message_with(channel, action_id, value)
         status, body, _ = await self.sender.action(
             action_id,
             value,
@@ -91,6 +95,9 @@ class RunningApp:
         )
         assert status == 200, (status, body)
         return key
+
+    def message_with(self, channel: str, action_id: str, value: str) -> str | None:
+        return message_with(self.slack, channel, action_id, value)
 
     async def declare(
         self,
@@ -166,6 +173,18 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
 
 async def audit_entries(app: RunningApp, incident: str | None = None) -> list[dict]:
     return [e async for e in app.services.audit.entries(incident)]
+
+
+def message_with(slack: FakeSlack, channel: str, action_id: str, value: str) -> str | None:
+    """The ts of the newest message in ``channel`` with this button, now or before an edit: where
+    a person presses it (an approval counts only from its card)."""
+    for m in reversed(slack.messages(channel)):
+        for blocks in [m.get("blocks") or [], *(e.get("blocks") or [] for e in m["edits"])]:
+            for b in blocks:
+                for el in b.get("elements") or []:
+                    if el.get("action_id") == action_id and el.get("value") == value:
+                        return str(m["ts"])
+    return None
 
 
 def dump(obj: object) -> str:

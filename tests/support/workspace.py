@@ -25,6 +25,8 @@ GROUPS: dict[str, list[str]] = {
     "ml-model-owners": ["U0MODEL", "UMODEL", "U_MODEL", "U_IC", "UIC", "UCAROL"],
     "ml-capacity": ["U0CAP", "UCAP", "U_CAP", "U_IC", "UIC", "UCAROL"],
     "ml-security": ["U0SEC", "USEC", "U_SEC", "UCAROL"],
+    # The publish seat (with ml-ic and the on-call): who may speak to the stakeholder channel.
+    "ml-comms": ["U0COMMS", "UCOMMS", "U_COMMS"],
 }
 
 

@@ -11,6 +11,7 @@ import pytest
 from fbworld.kube import samples
 from tests.support.harness import T0
 from tests.support.prometheus import PrometheusServer, demand_series, ensure_services_installed
+from tests.support.signals import policy_dir
 from tests.support.triage import (
     DEGRADED,
     DRAINED,
@@ -39,8 +40,9 @@ def prometheus(tmp_path_factory):
 
 
 @pytest.fixture
-def app_settings(prometheus) -> dict:
-    return {"prometheus_url": prometheus.url, "firebreak_policy_dir": str(SHIPPED)}
+def app_settings(prometheus, tmp_path) -> dict:
+    # us-east-2 has no kube context: oncall.yaml naming it makes it a cell `declare --cell` takes.
+    return {"prometheus_url": prometheus.url, "firebreak_policy_dir": str(policy_dir(tmp_path, {DRAINED: None}))}
 
 
 @pytest.fixture(autouse=True)

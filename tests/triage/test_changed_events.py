@@ -54,3 +54,14 @@ async def test_warning_events_are_one_line_per_object_and_reason_capped_with_the
     assert lines[-1] == (
         "… and 6 more: Unhealthy ×12 on 4 objects; BackOff ×2 on 1 object; NodeNotReady ×1 on 1 object"
     )
+
+
+async def test_a_mention_in_an_event_message_pings_nobody(app, cells):
+    """Whoever can create an Event in a cell writes its message; `changed` shows it as text, so a
+    `<@U…>` or `<!channel>` in it pings nobody (cluster data is made inert, not quoted as a person's)."""
+    cells.healthy.put(event("p.1", "BackOff", T0 - 60, obj="trainer-0", message="ask <@U0VICTIM> or <!channel>"))
+    inc = await app.declare(cells=(HEALTHY,))
+    await say(app, "changed", "U_ANYONE", inc.channel_id)
+    text = "\n".join(block_texts(posted(app, inc.channel_id, "What changed")))
+    assert "ask &lt;@U0VICTIM&gt; or &lt;!channel&gt;" in text, text
+    assert "<@U0VICTIM>" not in text and "<!channel>" not in text, text

@@ -6,6 +6,7 @@ read both."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -92,9 +93,10 @@ def prometheus(tmp_path_factory, scenario):
 
 @pytest.fixture
 def app_settings(request, prometheus, tmp_path) -> dict:
-    """The shipped policy; `request.param` adds queries to queries.yaml."""
-    extra = getattr(request, "param", None)
-    pol = policy_dir(tmp_path, extra) if extra else SHIPPED
+    """The shipped policy; `request.param` adds queries to queries.yaml. oncall.yaml names BLIND, so it
+    is a cell Firebreak knows (`declare --cell` takes known cells only) though no kube context has it."""
+    pol = policy_dir(tmp_path, getattr(request, "param", None))
+    (pol / "oncall.yaml").write_text(json.dumps({"default": None, "cells": {BLIND: None}}) + "\n")
     return {"prometheus_url": prometheus.url, "firebreak_policy_dir": str(pol)}
 
 

@@ -7,6 +7,7 @@ import asyncio
 
 from bot import logs
 from bot.comms.system import post_once
+from bot.core.eligibility import oncall_now
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.handlers import NotOpened, open_incident
@@ -88,7 +89,7 @@ async def _open(svc: Services, req: Request, cmd: RemediationAlarm) -> tuple[Inc
             svc,
             title=views.title(cmd),
             sev=svc.policy.levers.remediation_alarm.sev,
-            ic=svc.policy.oncall.ic_for(cmd.cell),
+            ic=oncall_now(svc).ic_for(cmd.cell),  # the live oncall.yaml, as a page opens with
             cells=[cmd.cell],
             products=[],
             regions=[],

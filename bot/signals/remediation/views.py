@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.chat import quote
+from bot.chat.text import literal
 from bot.signals.remediation.commands import RemediationAlarm
 
 SHOWN = 10
@@ -39,7 +39,7 @@ def alarm(
     quiet_minutes: float,
     offers: list[Offer] | str,
 ) -> str:
-    cell = quote(cmd.cell)
+    cell = literal(cmd.cell)
     share = f"{per_hour_fraction:.0%} of the cell's GPU nodes"
     if cmd.reason == "rate":
         of = f" of {cmd.gpu_nodes} ({cmd.count / cmd.gpu_nodes:.0%})" if cmd.gpu_nodes else ""
@@ -50,15 +50,15 @@ def alarm(
         )
     else:
         head = (
-            f":rotating_light: *Remediation alarm, {cell}*: {quote(_names(cmd.repeats))} went out of service again "
+            f":rotating_light: *Remediation alarm, {cell}*: {literal(_names(cmd.repeats))} went out of service again "
             f"within {same_minutes:g} minutes ({cmd.count} node(s) went out in the last hour). Don't restart into "
             "the same bad node."
         )
     lines = [head]
     if cmd.nodes:
-        lines.append(f"Went out: {quote(_names(cmd.nodes))}.")
+        lines.append(f"Went out: {literal(_names(cmd.nodes))}.")
     if cmd.who:
-        lines.append(f"Out now, by who: {quote(cmd.who)}.")
+        lines.append(f"Out now, by who: {literal(cmd.who)}.")
     if cmd.more:
         lines.append(f"{cmd.more} more went out since this burst first alarmed.")
     lines.append(
@@ -69,11 +69,11 @@ def alarm(
     else:
         for o in offers:
             if o.line is None:
-                lines.append(f"NodeHealthCheck {quote(o.nhc)}: {quote(o.plan)}")
+                lines.append(f"NodeHealthCheck {literal(o.nhc)}: {literal(o.plan)}")
             else:
                 lines.append(
-                    f"To stop NodeHealthCheck {quote(o.nhc)} starting new remediations: `{o.line}`\n"
-                    f"Plan: {quote(o.plan)}"
+                    f"To stop NodeHealthCheck {literal(o.nhc)} starting new remediations: `{o.line}`\n"
+                    f"Plan: {literal(o.plan)}"
                 )
     lines.append(
         f"Further nodes going out in this burst are counted, not posted; after {quiet_minutes:g} minutes with none, "

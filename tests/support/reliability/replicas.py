@@ -28,6 +28,7 @@ import yaml
 
 from fbworld.slack import FakeSlack, SlackSender
 from tests.support import workspace
+from tests.support.harness import message_with
 
 REPO = Path(__file__).resolve().parents[3]
 SECRET = "reliability-signing-secret"
@@ -178,7 +179,12 @@ class Pair:
     async def press(self, to: Replica, action_id: str, value: str, user: str, channel: str) -> str:
         key = f"{to.name}-btn{next(self._n)}"
         status, body, _ = await to.sender.action(
-            action_id, value, user=user, channel=channel, response_url=self.slack.response_url(key)
+            action_id,
+            value,
+            user=user,
+            channel=channel,
+            message_ts=message_with(self.slack, channel, action_id, value),  # on the card, as a person presses
+            response_url=self.slack.response_url(key),
         )
         assert status == 200, (to.name, action_id, status, body)
         return key

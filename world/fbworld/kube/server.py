@@ -129,9 +129,12 @@ class FakeKubeCluster:
         self._delays: builtins.list[_Fault] = []
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
-        self.objects.seed(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}, "status": {"phase": "Active"}}
-        )
+        # The namespaces kube-apiserver itself makes: `default`, and `kube-system`, whose uid names the
+        # cluster (Firebreak tells clusters apart by it, levers/kube.py).
+        for ns in ("default", "kube-system"):
+            self.objects.seed(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}}
+            )
 
     # ----------------------------------------------------------- lifecycle
 

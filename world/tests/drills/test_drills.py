@@ -104,9 +104,11 @@ def test_an_unknown_drill_exits_2_naming_the_valid_ones():
 
 
 def test_a_drill_refuses_to_run_on_the_clusters_of_kubeconfig(tmp_path):
-    out = run_cli("console", "--drill", "xid-storm", env={"KUBECONFIG": str(tmp_path / "kubeconfig")})
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    out = run_cli("console", "--drill", "xid-storm", "--kubeconfig", str(kubeconfig), "--real-clusters")
     assert out.returncode == 2
-    assert "runs only on the demo fleet" in out.stderr and "Unset KUBECONFIG" in out.stderr
+    assert "runs only on the demo fleet" in out.stderr and "drop --kubeconfig" in out.stderr
     assert "Firebreak console" not in out.stdout  # refused before anything started
 
 

@@ -172,12 +172,17 @@ def test_the_banner_says_demo_fleet_and_a_kubeconfig_turns_it_off(tmp_path):
     assert "with a simulated Prometheus" in out.stdout
     assert "REQ-1 kueue-hold research-h100 (us-east-3): applied and verified" in out.stdout
 
-    # Your own kubeconfig: no demo fleet, and the lever goes to the context you named.
+    # Your own kubeconfig, by flag (an exported KUBECONFIG is not read): no demo fleet, and the
+    # lever goes to the cluster its context names (nothing listens there).
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
-    out = run_cli("console", "--script", str(script), "--user", "alice", env={"KUBECONFIG": str(kubeconfig)})
-    assert "DEMO FLEET" not in out.stdout
-    assert "no kube context `us-east-3`" in out.stdout
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: us-east-3, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: x}}]\n"
+    )
+    flags = ("--kubeconfig", str(kubeconfig), "--real-clusters")
+    out = run_cli("console", "--script", str(script), "--user", "alice", *flags)
+    assert "DEMO FLEET" not in out.stdout and "REAL CLUSTERS" in out.stdout
+    assert "us-east-3: Unreachable" in out.stdout and "127.0.0.1:1" in out.stdout
 
 
 async def test_without_openssl_the_console_says_so_and_runs_without_a_fleet(no_clusters, monkeypatch):
