@@ -258,6 +258,13 @@ async def demo_fleet(
             for cell in CELLS:  # what keda-pause's price reads: the ScaledObject's own trigger
                 fleet.prometheus.register(trigger_query(cell), cell, "waiting", by_cell=False)
             await fleet.prometheus.start()
+            # The ScaledObject's trigger asks the Prometheus KEDA would: here, the simulated one.
+            for cell in CELLS:
+                cluster = clusters[policy.levers.cells.get(cell, cell)]
+                so = cluster.get("scaledobject", "llm-70b", "serve-chat")
+                if so is not None:
+                    so["spec"]["triggers"][0]["metadata"]["serverAddress"] = fleet.prometheus.url
+                    cluster.put(so)
         log.info("demo_fleet_started", contexts=sorted(clusters), prometheus=prometheus)
         yield fleet
     finally:
