@@ -8,8 +8,10 @@ and undoes by restoring the pre-state (levers.plan.restore_ops).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -191,6 +193,20 @@ class Ctx:
 class Verified:
     ok: bool
     text: str
+
+
+async def awaited(seconds: float, probe: Callable[[], Awaitable[Verified | None]]) -> Verified | None:
+    """Ask ``probe`` until it gives a verdict or ``seconds`` have passed: at once, then every half
+    second, and once more at the deadline. How a verify waits for a controller's answer to its write
+    (Kueue, the JobSet controller, NodeHealthCheck, KEDA). None: no verdict in time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        if (verdict := await probe()) is not None:
+            return verdict
+        if loop.time() >= deadline:
+            return None
+        await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
 
 
 class Lever(ABC):

@@ -22,12 +22,11 @@ or Failed) is refused: the JobSet controller ignores its spec.suspend.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from bot.policy.levers import LeverRule
 from levers import gangs
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified, Writes
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Target, Verified, Writes, awaited
 from levers.catalogue.simple import merge_plan
 from levers.plan import MERGE, ApiCall, Plan, is_absent, kubectl_patch, merge_body, read, with_provenance
 from levers.price import Price
@@ -193,16 +192,15 @@ class JobSetSuspend(Lever):
             return await self._jobs_suspended(ctx, plan, after)
         # `after` is the Workload; Kueue's job reconciler then suspends the JobSet: give it a bounded while.
         seconds = ctx.policy.rollout_verify_seconds
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while True:
-            jobset = await ctx.kube.get(self.path(ctx))
-            suspend = read(jobset, "/spec/suspend")
-            if suspend is True:
-                return Verified(True, f"{plan.effect}; Kueue suspended the JobSet")
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+        suspend: Any = None
+
+        async def suspended() -> Verified | None:
+            nonlocal suspend
+            suspend = read(await ctx.kube.get(self.path(ctx)), "/spec/suspend")
+            return Verified(True, f"{plan.effect}; Kueue suspended the JobSet") if suspend is True else None
+
+        if done := await awaited(seconds, suspended):
+            return done
         wl = await ctx.kube.get(plan.path)
         seen = "absent" if is_absent(suspend) else str(suspend).lower()
         return Verified(
@@ -234,20 +232,20 @@ class JobSetSuspend(Lever):
                 "it has no Jobs running: the JobSet controller creates them suspended",
             )
         seconds = ctx.policy.rollout_verify_seconds
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        jobset = after
-        while True:
+        jobset: dict[str, Any] | None = None
+        cond: dict[str, Any] | None = None
+
+        async def reported() -> Verified | None:
+            nonlocal jobset, cond
+            jobset = after if jobset is None else await ctx.kube.get(self.path(ctx))  # read-back first
             cond = _suspended(jobset)
-            if cond is not None and cond.get("status") == "True":
-                reason = cond.get("reason")
-                return Verified(
-                    True, f"{plan.effect}; the JobSet controller suspended its Jobs (Suspended=True, {reason})"
-                )
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
-            jobset = await ctx.kube.get(self.path(ctx))
+            if cond is None or cond.get("status") != "True":
+                return None
+            reason = cond.get("reason")
+            return Verified(True, f"{plan.effect}; the JobSet controller suspended its Jobs (Suspended=True, {reason})")
+
+        if done := await awaited(seconds, reported):
+            return done
         seen = "no Suspended condition" if cond is None else f"Suspended={cond.get('status')} ({cond.get('reason')})"
         return Verified(
             False,

@@ -34,7 +34,7 @@ from bot.policy.levers import LeverRule
 from bot.prom import Failed, PromQuery, Why
 from bot.prom.promql import fill
 from levers import pricing
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, Verified, Writes
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, Verified, Writes, awaited
 from levers.catalogue.simple import merge_plan
 from levers.kube import KubeError
 from levers.plan import Plan, is_absent, ptr, read
@@ -220,25 +220,29 @@ class KedaPause(Lever):
         name = hpa_name(after)
         path = HPA.path(Target(ctx.target.namespace, name))
         seconds = ctx.policy.rollout_verify_seconds
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while True:
+        hpa: dict[str, Any] | None = None
+        copied: Any = None
+        down: Any = None
+
+        async def disabled() -> Verified | None:
+            nonlocal hpa, copied, down
             try:
-                hpa: dict[str, Any] | None = await ctx.kube.get(path)
+                hpa = await ctx.kube.get(path)
             except KubeError as e:
                 if e.code != 404:
                     return Verified(False, f"{PAUSED_SCALE_IN} set, but KEDA's HPA {name} could not be read: {e}")
                 hpa = None
-            if hpa is not None:
-                copied = ((hpa.get("metadata") or {}).get("annotations") or {}).get(PAUSED_SCALE_IN)
-                down = read(hpa, "/spec/behavior/scaleDown/selectPolicy")
-                up = read(hpa, "/spec/behavior/scaleUp/selectPolicy")
-                if copied == "true" and down == "Disabled":
-                    out = "scale-out paused too (paused-scale-out)" if up == "Disabled" else "scale-out goes on"
-                    return Verified(True, f"KEDA disabled scale-down on its HPA {name}; {out}")
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+                return None
+            copied = ((hpa.get("metadata") or {}).get("annotations") or {}).get(PAUSED_SCALE_IN)
+            down = read(hpa, "/spec/behavior/scaleDown/selectPolicy")
+            if copied != "true" or down != "Disabled":
+                return None
+            up = read(hpa, "/spec/behavior/scaleUp/selectPolicy")
+            out = "scale-out paused too (paused-scale-out)" if up == "Disabled" else "scale-out goes on"
+            return Verified(True, f"KEDA disabled scale-down on its HPA {name}; {out}")
+
+        if done := await awaited(seconds, disabled):
+            return done
         seen = (
             "is not there"
             if hpa is None

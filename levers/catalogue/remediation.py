@@ -20,12 +20,11 @@ someone else just created). The undo tests the entry at its index, then removes 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from bot.chat import quote
 from bot.policy.levers import LeverRule
-from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified, Writes
+from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified, Writes, awaited
 from levers.plan import (
     ABSENT,
     ANNOTATIONS,
@@ -268,10 +267,13 @@ class RemediationPause(Lever):
                 "it starts no remediation before it does, and then finds it paused",
             )
         seconds = ctx.policy.rollout_verify_seconds
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        obj = after
-        while True:
+        obj: dict[str, Any] | None = None
+        phase: Any = None
+        reason = ""
+
+        async def paused() -> Verified | None:
+            nonlocal obj, phase, reason
+            obj = after if obj is None else await ctx.kube.get(self.path(ctx))  # read-back first
             status = _status(obj)
             phase, reason = status.get("phase"), str(status.get("reason") or "")
             if phase == PAUSED and entry in reason.removeprefix(PAUSED_REASON).split(","):
@@ -283,10 +285,10 @@ class RemediationPause(Lever):
                 return Verified(
                     True, f"{wrote}; NodeHealthCheck reports phase Disabled ({quote(reason)}): it remediates nothing"
                 )
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
-            obj = await ctx.kube.get(self.path(ctx))
+            return None
+
+        if done := await awaited(seconds, paused):
+            return done
         seen = f"phase {quote(str(phase))} ({quote(reason)})" if phase else "no phase"
         return Verified(
             False,
