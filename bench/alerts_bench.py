@@ -48,6 +48,7 @@ from bot.incidents.store import repo  # noqa: E402
 from bot.runtime import build_runtime  # noqa: E402
 from bot.server import start_local  # noqa: E402
 from bot.signals.jobs import DELIVERY  # noqa: E402
+from bot.signals.store import store as signals_store  # noqa: E402
 from bot.store import Keys, connect  # noqa: E402
 from fbworld.slack import FakeSlack  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
@@ -227,7 +228,7 @@ async def one_round(
             await asyncio.sleep(0.01)
         done = time.perf_counter() - t0
         inc_ids = await repo(svc).open_ids()
-        records = [len(await repo(svc).alert_records(i)) for i in inc_ids]
+        records = [len(await signals_store(svc).alert_records(i)) for i in inc_ids]
         calls, summaries = slack.ask("calls")  # type: ignore[misc]
         return {
             "burst": burst,

@@ -71,6 +71,9 @@ SCHEDULER_LAG = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0),
     registry=REGISTRY,
 )
+# The outbound integrations' metrics (bot/runtime.py INTEGRATIONS names each one's): what each
+# service answered when it did not answer as asked, so a dashboard tells "Slack is failing" from
+# "Kubernetes in us-east-3 is" from "Prometheus is" without reading logs.
 SLACK_API_ERRORS = Counter(
     "firebreak_slack_api_errors",
     "Slack Web API error answers, each attempt counted (retried or not): code is the HTTP status, "
@@ -83,6 +86,13 @@ KUBE_API_ERRORS = Counter(
     "Kubernetes API error answers, each attempt counted (retried or not): code is the HTTP status, "
     "or timeout / unreachable / credentials",
     ["context", "code"],
+    registry=REGISTRY,
+)
+PROMETHEUS_QUERY_ERRORS = Counter(
+    "firebreak_prometheus_query_errors",
+    "Prometheus queries left without an answer, by endpoint (query, query_range) and why: timeout, "
+    "unreachable, tls, auth, rejected, http, not_json, malformed, ca_file, token_file",
+    ["endpoint", "why"],
     registry=REGISTRY,
 )
 

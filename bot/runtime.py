@@ -14,17 +14,20 @@ from typing import Any
 
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from prometheus_client.metrics import MetricWrapperBase
+from pydantic_settings import BaseSettings
 from slack_bolt.async_app import AsyncApp
 
-from bot import logs, redact
+from bot import logs, metrics, redact
 from bot.approvals import capability as approvals
 from bot.audit import AuditLog
 from bot.audit import migrations as audit_migrations
 from bot.audit.sign import Checkpointer, KeyFileError, load_private_key
 from bot.chat import Chat
 from bot.clock import Clock, SystemClock
+from bot.clusters import Clusters
 from bot.comms import capability as comms
-from bot.config import ConfigError, Settings
+from bot.config import ConfigError, KubeSettings, PrometheusSettings, Settings, SlackSettings
 from bot.core import intents
 from bot.core.registry import Registry
 from bot.core.services import Services
@@ -48,6 +51,7 @@ from bot.version import user_agent
 from levers import capability as levers
 from levers import migrations as lever_migrations
 from levers.catalogue import LEVERS
+from levers.kube import Kube
 
 # In this order: `/incident help` lists commands in the order they are registered.
 CAPABILITIES: tuple[Callable[[Registry], None], ...] = (
@@ -115,8 +119,10 @@ def build_services(
         scheduler=Scheduler(r, clock, audit=audit, poll=settings.firebreak_scheduler_tick),
         registry=registry,
         incidents=IncidentRepo(r),
+        clusters=(clusters := kube(settings, policy.levers.api_timeout_seconds)),
         prometheus=(prom := prometheus(settings)),
     )
+    svc.closers.append(clusters.close)  # the clients' sessions, at app cleanup
     if prom is not None:
         svc.closers.append(prom.close)
     others = OtherPrometheus(settings, prom)
@@ -127,7 +133,13 @@ def build_services(
     return svc
 
 
-def prometheus(settings: Settings) -> Prometheus | None:
+def kube(settings: KubeSettings, api_timeout: float) -> Kube:
+    """The app's one Kubernetes client, from KUBECONFIG: a client per context, made on first use, each
+    call bounded by the policy's ``api_timeout_seconds``."""
+    return Kube(settings.kubeconfig, api_timeout)
+
+
+def prometheus(settings: PrometheusSettings) -> Prometheus | None:
     """The app's one Prometheus client, from PROMETHEUS_URL and its CA, credentials and timeout."""
     if not settings.prometheus_url:
         return None
@@ -175,9 +187,37 @@ class OtherPrometheus:
             await c.close()
 
 
-def slack_gateway(settings: Settings) -> SlackGateway:
+def slack_gateway(settings: SlackSettings) -> SlackGateway:
+    """The app's one Slack Web API client, from SLACK_BOT_TOKEN and SLACK_API_URL."""
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
     return SlackGateway(make_client(token, settings.slack_api_url))
+
+
+@dataclass(frozen=True)
+class Integration:
+    """One outbound integration's parts, as docs/contributing.md ("Add an outbound integration") lists them."""
+
+    name: str
+    port: type  # the Protocol the domain asks through, in the domain's terms
+    settings: type[BaseSettings]  # its settings model: one of Settings' bases, its variables share a prefix
+    build: Callable[..., object]  # builds its client from those settings, once, here in build_services
+    metrics: tuple[MetricWrapperBase, ...]  # what it counts (bot/metrics.py)
+    emulator: str  # its stand-in in world/ (fbworld is not the product: named here, never imported)
+
+
+# Every service Firebreak calls out to. tests/test_integrations.py checks each one has every part.
+INTEGRATIONS: tuple[Integration, ...] = (
+    Integration("slack", Chat, SlackSettings, slack_gateway, (metrics.SLACK_API_ERRORS,), "fbworld.slack"),
+    Integration("kubernetes", Clusters, KubeSettings, kube, (metrics.KUBE_API_ERRORS,), "fbworld.kube"),
+    Integration(
+        "prometheus",
+        PromQuery,
+        PrometheusSettings,
+        prometheus,
+        (metrics.PROMETHEUS_QUERY_ERRORS,),
+        "fbworld.prometheus",
+    ),
+)
 
 
 async def close(svc: Services, lane: Lane | None = None) -> None:

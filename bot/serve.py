@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
-from typing import Any
 
 from aiohttp import web
 from redis.exceptions import RedisError
@@ -32,6 +31,7 @@ from bot.config import Settings
 from bot.core.eligibility import check_policy_groups
 from bot.runtime import MIGRATIONS, Runtime, build_runtime, close
 from bot.server import INTAKE, start_local
+from bot.slack.inbound import SocketModeHandler
 
 log = logs.get(__name__)
 
@@ -67,9 +67,8 @@ async def serve(settings: Settings, host: str, port: int) -> None:
     checkpoints = asyncio.create_task(rt.checkpoints.run()) if rt.checkpoints else None
     socket_handler = None
     if settings.slack_app_token:
-        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-        socket_handler = AsyncSocketModeHandler(rt.bolt, settings.slack_app_token.get_secret_value())
+        # Bolt's adapter with the same request path as HTTP's (bot/slack/inbound.py).
+        socket_handler = SocketModeHandler(rt.bolt, settings.slack_app_token.get_secret_value(), rt.lane)
         await socket_handler.connect_async()
         log.info("socket_mode_connected")
     log.info("serving", host=host, port=bound, mode="socket" if socket_handler else "http")
@@ -139,7 +138,7 @@ def _on_signals() -> asyncio.Event:
     return stopping
 
 
-async def _drain(rt: Runtime, socket_handler: Any, grace: float, linger: float) -> None:
+async def _drain(rt: Runtime, socket_handler: SocketModeHandler | None, grace: float, linger: float) -> None:
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     end = t0 + max(grace - CLEANUP_S, grace / 2)  # work still running then is cancelled

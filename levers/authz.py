@@ -2,15 +2,17 @@
 
 Runs as the route's `rule`, inside the one policy check, before anything is
 sent to the API server. The rule's answer (which grant, if any, allowed it)
-is kept in the request's context for the handler, so access is decided once.
+is returned as a value the executor hands to the handler (Registry.command_decided),
+so access is decided once and no other request's check can stand in for it.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import NamedTuple
 
+from bot.chat import person
 from bot.core.eligibility import Verdict, eligibility
+from bot.core.registry import Allowed
 from bot.core.request import IncidentView, Request
 from bot.core.services import Services
 from bot.policy.roles import seated, self_seat_hint, title
@@ -32,22 +34,15 @@ class Access(NamedTuple):
     ineligible: Verdict | None = None  # holds a lever role, but is not eligible for it now
 
 
-# (request id, grant id or None): set by the rule that allowed the request, read by its handler.
-# Rule and handler run in one task (bot.core.dispatch), so they share this context.
-_ALLOWED: ContextVar[tuple[str, str | None] | None] = ContextVar("lever_access", default=None)
+class Cleared(NamedTuple):
+    """The rule's yes to one pull or undo, handed to its handler."""
 
-
-def allowed_grant(req: Request) -> str | None:
-    """The grant the route rule allowed this request under (None: the user's own role)."""
-    got = _ALLOWED.get()
-    if got is None or got[0] != req.id:
-        raise RuntimeError(f"no lever access decision for request {req.id}: the route rule did not allow it")
-    return got[1]
+    grant: str | None  # the break-glass grant it is allowed under (None: the user's own role)
 
 
 async def _decide(
     svc: Services, req: Request, inc: IncidentView | None, lever: str, cell: str, verb: str
-) -> str | None:
+) -> str | Allowed[Cleared]:
     got = await access(svc, inc, req.actor, lever, cell)
     done = "pulled" if verb == "pull" else "undone"
     if got.ineligible is not None:
@@ -55,14 +50,13 @@ async def _decide(
     if not got.ok:
         # A refusal says what did not happen: nothing reached the API server.
         return f"Not {done}, nothing changed: " + _denial(svc, inc, req.actor, lever, verb)
-    _ALLOWED.set((req.id, got.grant))
-    return None
+    return Allowed(Cleared(got.grant))
 
 
 async def _eligible_role(svc: Services, inc: IncidentView, user: str, roles: list[str], cell: str) -> Verdict | None:
     """None when ``user`` is eligible (roles.yaml) for one of the lever ``roles`` they hold here,
     else the verdict to refuse with (not eligible, or Slack didn't say); checked at every pull.
-    ``oncall`` counts only in the lever's own ``cell``, never on the fleet context (DESIGN §11)."""
+    ``oncall`` counts only in the lever's own ``cell``, never on the fleet context (docs/security-model.md)."""
     held = [r for r in roles if r in inc.holders(user)]
     verdicts = await eligibility(svc).check_seats(user, held, None if cell == FLEET else [cell])
     if any(v.ok for v in verdicts.values()):
@@ -79,10 +73,9 @@ async def access(svc: Services, inc: IncidentView | None, user: str, lever: str,
         ineligible = await _eligible_role(svc, inc, user, roles, cell)
         if ineligible is None:
             return Access(True)
-    for provider in svc.registry.hooked(hooks.GRANT_PROVIDERS):
-        grant = await provider(svc, inc, user, lever, cell)
-        if grant:
-            return Access(True, grant)
+    provider = svc.registry.provided(hooks.GRANT_PROVIDER)
+    if provider is not None and (grant := await provider(svc, inc, user, lever, cell)):
+        return Access(True, grant)
     return Access(False, ineligible=ineligible)
 
 
@@ -91,7 +84,7 @@ def _denial(svc: Services, inc: IncidentView | None, user: str, lever: str, verb
     held = ", ".join(title(r) for r in inc.holders(user)) if inc is not None else ""
     where = f" in {inc.id}" if inc is not None else ""
     who = " or ".join(f"the {title(r)}" for r in roles)
-    # The IC may seat themselves (DESIGN §4); anyone else asks the IC or requests break-glass.
+    # The IC may seat themselves (docs/security-model.md); anyone else asks the IC or requests break-glass.
     hint = self_seat_hint(inc, user, roles[0]) if inc is not None else None
     nxt = hint or (
         f"Ask the IC ({seated(inc, ['ic']).split(': ', 1)[1]}) for the role, or request break-glass: "
@@ -118,33 +111,33 @@ async def still_allowed(svc: Services, rec: LeverRequest) -> str | None:
         if ineligible is None:
             return None
     if rec.grant_id:
-        for check in svc.registry.hooked(hooks.GRANT_ACTIVE):
-            if await check(svc, inc, rec.grant_id, rec.requester, rec.lever, rec.cell):
-                return None
+        active = svc.registry.provided(hooks.GRANT_ACTIVE)
+        if active is not None and await active(svc, inc, rec.grant_id, rec.requester, rec.lever, rec.cell):
+            return None
         return (
             f"break-glass grant {rec.grant_id} ended (revoked or expired) before it ran, and "
-            f"<@{rec.requester}> does not hold {' or '.join(roles)}"
+            f"{person(rec.requester)} does not hold {' or '.join(roles)}"
         )
     if ineligible is not None:
         return ineligible.why + (f"; {POWER_BLOCKED} until it answers" if ineligible.unanswered else "")
-    return f"requester <@{rec.requester}> no longer holds {' or '.join(roles)} in {rec.incident}"
+    return f"requester {person(rec.requester)} no longer holds {' or '.join(roles)} in {rec.incident}"
 
 
 # The route rules get the request as the core has it (the command not yet narrowed to the route's model).
 
 
-async def lever_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
+async def lever_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | Allowed[Cleared]:
     cmd = req.command
     if not isinstance(cmd, PullLever):
         raise TypeError(f"lever rule got {type(cmd).__name__}")
     return await _decide(svc, req, inc, cmd.lever, await scope_name(svc, LEVERS[cmd.lever], cmd.cell, inc), "pull")
 
 
-async def undo_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
+async def undo_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | Allowed[Cleared | None]:
     cmd = req.command
     if not isinstance(cmd, Undo):
         raise TypeError(f"undo rule got {type(cmd).__name__}")
     rec = await lever_store(svc).get(cmd.request)
     if rec is None or inc is None or rec.incident != inc.id:
-        return None  # the handler says what is wrong with the id; there is nothing to authorize
+        return Allowed(None)  # the handler says what is wrong with the id; nothing was cleared
     return await _decide(svc, req, inc, rec.lever, rec.cell, "undo")

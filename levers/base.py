@@ -18,9 +18,10 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.chat import quote
+from bot.clusters import Cluster
 from bot.core.services import Services
 from bot.policy.levers import LeverRule, LeversPolicy
-from levers.kube import CellClient, KubeError
+from levers.kube import KubeError
 from levers.plan import JSON_PATCH, MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
 from levers.price import Price
 
@@ -166,7 +167,7 @@ class Ctx:
     """Everything one run of a lever needs; rebuilt from the stored record for execution and undo."""
 
     svc: Services
-    kube: CellClient
+    kube: Cluster
     req_id: str
     incident: str
     cell: str  # cell name, or "fleet"
@@ -331,7 +332,7 @@ def rule_of(policy: LeversPolicy, lever: Lever) -> LeverRule:
     return policy.levers.get(lever.name) or lever.default_rule
 
 
-async def version_of(kind: Kind, kube: CellClient) -> str:
+async def version_of(kind: Kind, kube: Cluster) -> str:
     """The newest version of `kind` the cluster serves (asks discovery only when there is a choice)."""
     if not kind.older:
         return kind.version

@@ -24,7 +24,7 @@ def register(reg: Registry) -> None:
     reg.command(
         LeverSettle, reconcile.settle, summary="settle a request a dead process left executing or undoing (restart)"
     )
-    reg.command(
+    reg.command_decided(
         PullLever,
         pull.pull,
         spec=Spec(
@@ -37,7 +37,7 @@ def register(reg: Registry) -> None:
         rule=authz.lever_rule,
         ack=pull.ack,
     )
-    reg.command(
+    reg.command_decided(
         Undo,
         undo.undo,
         spec=Spec("/incident undo <REQ-n>", positional=("request",)),
@@ -49,10 +49,10 @@ def register(reg: Registry) -> None:
     reg.on_start(reconcile.reconcile_in_flight)
     # Each cell's admission policies still refuse a forbidden dry run as Firebreak (/readyz says so).
     reg.on_start(selftest.at_start)
-    reg.add(READINESS, selftest.readiness)
+    reg.provide(READINESS, selftest.readiness)
     reg.add(STATUS_LINE, listing.open_levers)
     reg.add(KNOWN_CELLS, scope.known_cells)
-    reg.add(ON_RESOLVE, resolve.on_resolve)
+    reg.provide(ON_RESOLVE, resolve.on_resolve)
 
     # How its commands and the lever.* events read on the postmortem's timeline.
     reg.timeline(PullLever, timeline.Pulled, timeline.pulled)

@@ -1,4 +1,4 @@
-"""Evidence: the target as the lever found it, kept before the lever writes (DESIGN.md section 9).
+"""Evidence: the target as the lever found it, kept before the lever writes (docs/levers.md, "Audit").
 
 The object (less `managedFields`, which only says who wrote which field), its status, and the core/v1
 events about it, as read just before the apply. Kept as the audit keeps its entries: scrubbed of

@@ -248,9 +248,8 @@ async def _price_moved(
         again=again.id,
     )
     inc = await svc.incidents.get(rec.incident)
-    if inc is not None:
-        for ask in svc.registry.hooked(hooks.APPROVAL_REQUESTED):
-            await ask(svc, inc, again)
+    if inc is not None and (ask := svc.registry.provided(hooks.APPROVAL_REQUESTED)) is not None:
+        await ask(svc, inc, again)
     return out
 
 

@@ -1,14 +1,16 @@
-"""Extension points the levers call and other capabilities fill (bot/approvals does, in its register).
+"""What the levers call in the approvals capability, which sits above them: each a Port that
+bot/approvals passes its function into in its register (levers cannot import it). One not
+provided is not called (without approvals no grant is found and no card is posted).
 
 APPROVAL_REQUESTED(svc, inc, record): a lever request was stored in `pending_approval`
 (bot.approvals posts the Approve/Deny card).
 
-GRANT_PROVIDERS(svc, inc, user, lever_name, cell) -> grant id | None: asked when the user
+GRANT_PROVIDER(svc, inc, user, lever_name, cell) -> grant id | None: asked when the user
 lacks the lever's role; cell is the cell name or "fleet". Providers check expiry on every call.
 
 GRANT_ACTIVE(svc, inc, grant_id, user, lever_name, cell) -> bool: is this very grant still
 active (now) for that user, lever and cell? Asked again just before a stored request runs.
-No checker: the grant counts as ended.
+Not provided: the grant counts as ended.
 
 GRANT_USED(svc, inc, record, grant_id, outcome=None): whenever a grant authorized a pull or
 undo, whatever came of it: refused, dry run, pending approval, denied, expired, done, failed,
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.core.registry import Hook
+from bot.core.registry import Port
 from bot.core.request import IncidentView
 from bot.core.services import Services
 from levers.requests import LeverRequest
@@ -66,18 +68,17 @@ class Reconciled(Protocol):
     async def __call__(self, svc: Services, rec: LeverRequest, /) -> None: ...
 
 
-APPROVAL_REQUESTED: Hook[ApprovalRequested] = Hook("levers.approval_requested")
-GRANT_PROVIDERS: Hook[GrantProvider] = Hook("levers.grant_provider")
-GRANT_ACTIVE: Hook[GrantActive] = Hook("levers.grant_active")
-GRANT_USED: Hook[GrantUsed] = Hook("levers.grant_used")
-RECONCILED: Hook[Reconciled] = Hook("levers.reconciled")
-UNDO_APPROVAL_REQUESTED: Hook[UndoApprovalRequested] = Hook("levers.undo_approval_requested")
+APPROVAL_REQUESTED: Port[ApprovalRequested] = Port("levers.approval_requested")
+GRANT_PROVIDER: Port[GrantProvider] = Port("levers.grant_provider")
+GRANT_ACTIVE: Port[GrantActive] = Port("levers.grant_active")
+GRANT_USED: Port[GrantUsed] = Port("levers.grant_used")
+RECONCILED: Port[Reconciled] = Port("levers.reconciled")
+UNDO_APPROVAL_REQUESTED: Port[UndoApprovalRequested] = Port("levers.undo_approval_requested")
 
 
 async def grant_used(svc: Services, rec: LeverRequest, grant_id: str | None, outcome: str | None = None) -> None:
-    """Tell every GRANT_USED hook (no-op without a grant); `outcome` only when the state doesn't say it."""
-    if not grant_id:
+    """Report a grant's use (no-op without a grant); `outcome` only when the state doesn't say it."""
+    used = svc.registry.provided(GRANT_USED)
+    if not grant_id or used is None:
         return
-    inc = await svc.incidents.get(rec.incident)
-    for used in svc.registry.hooked(GRANT_USED):
-        await used(svc, inc, rec, grant_id, outcome=outcome)
+    await used(svc, await svc.incidents.get(rec.incident), rec, grant_id, outcome=outcome)

@@ -1,4 +1,6 @@
-"""Kubernetes access: one ApiClient per kube context, created lazily, one pool per app (svc.part).
+"""Kubernetes access: one ApiClient per kube context, created lazily. The one implementation of the
+port in bot/clusters.py; the runtime builds one ``Kube`` (bot/runtime.py) and the capabilities reach
+it as ``Services.clusters`` (``kube_for``).
 
 A lever only ever gets the client of its own cell's context, so it cannot
 touch another cell. Every call carries the plan's exact content type; every
@@ -47,10 +49,12 @@ from kubernetes_asyncio.config.kube_config import (
 )
 
 from bot import logs, metrics
+from bot.clusters import Call, Clusters
+from bot.clusters import KubeError as KubeError  # the port's errors, re-exported for the levers
+from bot.clusters import UnknownCell as UnknownCell
 from bot.core.services import Services
 from bot.redact import scrub_text
 from bot.version import user_agent
-from levers.plan import ApiCall
 
 log = logs.get(__name__)
 
@@ -71,52 +75,6 @@ IDENTITY_PATH = "/api/v1/namespaces/kube-system"
 IDENTITY_RETRY = 60.0  # seconds
 
 Loaded = tuple[Configuration, datetime | None]  # a context's client settings, the exec credential's expiry
-
-
-class KubeError(Exception):
-    """An API call failed. `code` is the HTTP status (None for a timeout, no connection or bad credentials)."""
-
-    def __init__(self, code: int | None, reason: str, message: str, causes: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.causes = causes or []  # the Status's details.causes[].message
-
-    @property
-    def test_failed(self) -> bool:
-        """A JSON-patch `test` op did not hold (the object moved), as opposed to a schema rejection.
-
-        The apiserver says so in the message or, behind a generic "the server rejected our request",
-        in details.causes: "testing value /spec/... failed: test failed".
-        """
-        return self.code == 422 and any(
-            "test failed" in m or m.startswith("testing value") for m in [self.message, *self.causes]
-        )
-
-    @property
-    def timeout(self) -> bool:
-        return self.reason == "Timeout" and self.code is None
-
-    def __str__(self) -> str:
-        if self.reason == "Credentials":
-            return self.message  # it names itself: "kube credentials for context `X` failed: ..."
-        head = f"{self.code} {self.reason}" if self.code else self.reason
-        return f"{head}: {self.message}" if self.message else head
-
-
-class UnknownCell(Exception):
-    """No kube context for a cell. `known` is None when there is no kubeconfig at all."""
-
-    def __init__(self, context: str, known: list[str] | None) -> None:
-        super().__init__(context)
-        self.context = context
-        self.known = known
-
-    def __str__(self) -> str:
-        if self.known is None:
-            return f"Firebreak has no kube config for context `{self.context}` (KUBECONFIG unset)"
-        return f"no kube context `{self.context}` in KUBECONFIG (contexts: {', '.join(self.known) or 'none'})"
 
 
 def kubeconfig_paths(kubeconfig: Path | None) -> list[Path]:
@@ -575,7 +533,7 @@ class CellClient:
     async def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
         return await self.call("GET", path, query=query)
 
-    async def send(self, call: ApiCall, dry_run: bool = False) -> dict[str, Any]:
+    async def send(self, call: Call, dry_run: bool = False) -> dict[str, Any]:
         return await self.call(call.method, call.path, call.content_type, call.body, dry_run=dry_run)
 
     async def list_all(self, path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -734,12 +692,6 @@ class Kube:
         self._clients.clear()
 
 
-def _make(svc: Services) -> Kube:
-    kube = Kube(svc.settings.kubeconfig, svc.policy.levers.api_timeout_seconds)
-    svc.closers.append(kube.close)  # the runtime closes the clients' sessions at app cleanup
-    return kube
-
-
-def kube_for(svc: Services) -> Kube:
-    """The app's kube clients (made on first use)."""
-    return svc.part(_make)
+def kube_for(svc: Services) -> Clusters:
+    """The app's kube clients: the one ``Kube`` the runtime built (``Services.clusters``)."""
+    return svc.clusters

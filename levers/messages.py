@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.chat.text import code_block, inert, literal
+from bot.chat.text import code_block, inert, literal, person
 from levers.catalogue import LEVERS
 from levers.kube import KubeError
 from levers.plan import canonical
@@ -84,9 +84,11 @@ def price_text(rec: LeverRequest) -> str:
 
 def applying(rec: LeverRequest) -> str:
     """Posted in the incident channel just before the write: what it does, and what it costs."""
-    who = f"approved by <@{rec.approved_by}>" if rec.approved_by and rec.approved_by != "policy" else "within policy"
+    who = (
+        f"approved by {person(rec.approved_by)}" if rec.approved_by and rec.approved_by != "policy" else "within policy"
+    )
     return (
-        f"{rec.label}: applying now ({who}, asked by <@{rec.requester}>): {_effect(rec)}.\n"
+        f"{rec.label}: applying now ({who}, asked by {person(rec.requester)}): {_effect(rec)}.\n"
         f"{price_text(rec)}\nkubectl:\n{code_block(rec.plan.get('kubectl', ''))}"
     )
 

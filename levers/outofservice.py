@@ -1,7 +1,7 @@
 """Which GPU nodes cannot take work, and who made them so: Firebreak, Medik8s, NVSentinel, kubectl,
 the node lifecycle controller, the cloud.
 
-Automation is part of the blast radius (DESIGN §4): the quarantine floor counts every node that
+Automation is part of the blast radius (docs/levers.md, "Safety"): the quarantine floor counts every node that
 cannot take new work, whoever did it, not only Firebreak's own quarantines. A node is out when it is
 cordoned (`spec.unschedulable`) or carries a NoSchedule or NoExecute taint other than the ones that
 only dedicate a node to some pods (policy `node_quarantine.dedicated_taints`, e.g. the GPU pool's

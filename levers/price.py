@@ -1,12 +1,12 @@
-"""What pulling a lever costs, stated before it acts (DESIGN.md section 4, "The price of the mitigation").
+"""What pulling a lever costs, stated before it acts (docs/levers.md, "Price").
 
 A price is a list of costs, each a figure read from the cluster or Prometheus at plan time in the
 units on-call's follow-up questions use (GPU-hours, GPUs, jobs, requests per second, calls per
 minute, sessions, replicas). A figure that could not be read is `None` with the reason: a price is
 never guessed, and an unread figure never counts as 0.
 
-Between an approval and the execution some figures stay and some move by themselves (DESIGN.md
-section 4): a figure in a unit of HITS counts what the lever hits (gangs, workloads, backends, nodes,
+Between an approval and the execution some figures stay and some move by themselves (docs/levers.md,
+"Price"): a figure in a unit of HITS counts what the lever hits (gangs, workloads, backends, nodes,
 replicas, their GPUs), and any change in it, or in the objects it is about, needs a new approval;
 CLOCK figures grow with the clock (GPU-hours since a checkpoint) and never do; every other unit is a
 live figure (req/s, calls/min, %, a trigger's value) that needs one only past the policy's band
@@ -124,7 +124,7 @@ def show(value: float) -> str:
 
 # Units whose value names one thing (rollout-abort's revision restored) rather than counting things.
 ORDINALS = frozenset({"revision"})
-# Units that count what a lever hits (DESIGN.md section 4): any change is a change in what was approved.
+# Units that count what a lever hits (docs/levers.md, "Price"): any change is a change in what was approved.
 # A revision names what is restored, so it is one too.
 HITS = frozenset({"GPUs", "jobs", "gangs", "workloads", "nodes", "replicas", "backends", "pods", "sessions"}) | ORDINALS
 # Units that grow with the clock alone: never a reason to ask again, whatever they did.

@@ -1,7 +1,7 @@
 """`/incident lever …`: plan, check, store, then run or ask for approval.
 
 Order matters: grammar and roles (the route rule, whose answer the handler
-reuses: authz.allowed_grant) first, then cell and approval needs, then one
+is given: authz.Cleared) first, then cell and approval needs, then one
 read of the object, the plan and the policy checks. Only then is a REQ
 stored; a dry-run stops there with the exact calls, each also sent with
 dryRun=All so the API server's RBAC, admission and schema checks answer
@@ -62,9 +62,9 @@ async def _dry_run(ctx: Ctx, plan: Plan) -> list[dict[str, Any]]:
     return answers
 
 
-async def pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView) -> Outcome:
+async def pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, cleared: authz.Cleared) -> Outcome:
     cell = await scope_name(svc, LEVERS[cmd.lever], cmd.cell, inc)
-    grant = authz.allowed_grant(req)
+    grant = cleared.grant
     try:
         return await _pull(svc, req, cmd, inc, grant)
     except Refusal as e:
@@ -127,7 +127,6 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
     try:
         plan = await lever.plan(ctx, obj)
         await lever.check(ctx, plan, obj)
-        plan.price = await lever.price(ctx, obj, plan)
         if managed := await gitops.plan_note(ctx, obj):
             plan.notes.append(managed)
         plan.price = await priced(lever, ctx, obj, plan)
@@ -178,7 +177,7 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
             result="ok" if accepted else "error", message=messages.dry_run(rec), audit={**audit, "dry_run": answers}
         )
     if needs:
-        for ask in svc.registry.hooked(hooks.APPROVAL_REQUESTED):
+        if (ask := svc.registry.provided(hooks.APPROVAL_REQUESTED)) is not None:
             await ask(svc, inc, rec)
         await hooks.grant_used(svc, rec, grant, f"pending approval ({'; '.join(needs)}); nothing changed yet")
         return Outcome(message=messages.needs_approval(rec), audit=audit)

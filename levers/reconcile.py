@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot import logs, metrics
+from bot.chat import person
 from bot.clock import hhmm
 from bot.core import dispatch
 from bot.core.posts import announce
@@ -221,8 +222,8 @@ async def _executing(
     await _tell(svc, rec, message)
     await hooks.grant_used(svc, rec, rec.grant_id)
     settled = await store.get(rec.id)
-    for hook in svc.registry.hooked(hooks.RECONCILED):
-        await hook(svc, settled or rec)
+    if (reconciled := svc.registry.provided(hooks.RECONCILED)) is not None:
+        await reconciled(svc, settled or rec)
     return state, message
 
 
@@ -253,17 +254,18 @@ async def _undoing(
     later = await superseded_by(svc, rec, obj)
     # Superseded: the later request found our pre-state when it planned, or it did not.
     restored = _found_by(later, rec.pre_state, rec) if later is not None else not not_restored(rec, obj)
+    by = person(rec.undone_by) if rec.undone_by else "someone"
     if not restored:
         if not await store.transition(rec.id, {LeverState.undoing}, LeverState.done, undone_by=None, undone_at=None):
             return None
         if later is None:
             message = (
-                f"{rec.label}: the undo by <@{rec.undone_by}> was interrupted before the restore landed; "
+                f"{rec.label}: the undo by {by} was interrupted before the restore landed; "
                 f"nothing changed, {rec.id} is still applied. Run `/incident undo {rec.id}` again if needed."
             )
         else:
             message = (
-                f"{rec.label}: the undo by <@{rec.undone_by}> was interrupted before the restore landed, and "
+                f"{rec.label}: the undo by {by} was interrupted before the restore landed, and "
                 f"{rec.id} is {_superseded(rec, later)}. {rec.id} stays applied beneath {later.id}."
             )
         action, state = LeverEvent.undo_failed, LeverState.done
@@ -279,7 +281,7 @@ async def _undoing(
         metrics.lever_settled(rec.lever, LeverState.undone)
         await lever.undone(ctx)
         how = f"{_superseded(rec, later)}" if later else "restore verified by a read-back"
-        message = f"{rec.label}: undone by <@{rec.undone_by}> ({how}, rv {rv})."
+        message = f"{rec.label}: undone by {by} ({how}, rv {rv})."
         action, state = LeverEvent.undo, LeverState.undone
     await svc.audit.append(
         action.action,

@@ -37,13 +37,6 @@ class LeverState(StrEnum):
 
 
 STATES: tuple[LeverState, ...] = tuple(s for s in LeverState if s is not LeverState.refused)  # what Redis holds
-OPEN_STATES = (
-    LeverState.pending_approval,
-    LeverState.approved,
-    LeverState.executing,
-    LeverState.done,
-    LeverState.undoing,
-)
 IN_FLIGHT = (LeverState.executing, LeverState.undoing)
 
 

@@ -11,6 +11,7 @@ when_resolved), for the lever's roles.
 from __future__ import annotations
 
 from bot import logs
+from bot.chat import person
 from bot.core.posts import announce
 from bot.core.request import IncidentView
 from bot.core.services import Services
@@ -55,7 +56,7 @@ async def on_resolve(svc: Services, inc: IncidentView, actor: str) -> list[str]:
     cancelled = [r for r in recs if r.state in NOT_RUN and await cancel(svc, r, actor, f"{inc.id} was resolved")]
     lines: list[str] = []
     if cancelled:
-        told = "; ".join(f"{r.label} (asked by <@{r.requester}>)" for r in cancelled)
+        told = "; ".join(f"{r.label} (asked by {person(r.requester)})" for r in cancelled)
         warn = await announce(
             svc, inc.id, f":no_entry_sign: {inc.id} is resolved, so these never run: {told}. Nothing was changed."
         )

@@ -1,11 +1,11 @@
 """Which cell (kube context) a lever acts on, whether that makes it fleet-wide, and whether the
 incident may reach it.
 
-Fleet-wide is a property of the cluster, not of a context's name or of how its URL is spelled (DESIGN
-§5): a context that reaches the fleet context's cluster (the same kube-system namespace uid, read once
-per context: levers/kube.py) is the fleet too (for approvals and break-glass scope). A
-lever on a cell acts only inside the incident's scope (DESIGN §2): its cells, widened only by the
-IC's `/incident scope add <cell>`.
+Fleet-wide is a property of the cluster, not of a context's name or of how its URL is spelled
+(docs/security-model.md, "Scope, private incidents and resolve"): a context that reaches the fleet
+context's cluster (the same kube-system namespace uid, read once per context: levers/kube.py) is the
+fleet too (for approvals and break-glass scope). A lever on a cell acts only inside the incident's
+scope (same section): its cells, widened only by the IC's `/incident scope add <cell>`.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot import logs, metrics
+from bot.chat import person
 from bot.clock import hhmm
 from bot.core.posts import announce
 from bot.core.request import IncidentView, Outcome, Refusal, Request
@@ -43,14 +44,16 @@ from levers.store import lever_store
 log = logs.get(__name__)
 
 
-async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView) -> Outcome:
+async def undo(svc: Services, req: Request, cmd: Undo, inc: IncidentView, cleared: authz.Cleared | None) -> Outcome:
     store = lever_store(svc)
     rec = await store.get(cmd.request)
     if rec is None:
         raise Refusal(f"There is no {cmd.request}. `/incident status` lists this incident's open levers.")
     if rec.incident != inc.id:
         raise Refusal(f"{rec.id} belongs to {rec.incident}; undo it from that incident's channel.")
-    grant = authz.allowed_grant(req)
+    if cleared is None:  # the rule found no such record here: it appeared since, and was never checked
+        raise RuntimeError(f"no lever access decision for request {req.id}: the route rule did not allow it")
+    grant = cleared.grant
     try:
         await bounds.check(svc, rec)
         held = True
@@ -98,14 +101,14 @@ async def _needs_approval(
     svc: Services, inc: IncidentView, rec: LeverRequest, actor: str, grant: str | None, found: str
 ) -> Outcome:
     """The check failed: nothing is undone; the IC decides on a card (bot.approvals, UNDO_APPROVAL_REQUESTED)."""
-    asks = svc.registry.hooked(hooks.UNDO_APPROVAL_REQUESTED)
-    if not asks:
+    ask = svc.registry.provided(hooks.UNDO_APPROVAL_REQUESTED)
+    if ask is None:
         raise Refusal(
             f"{rec.label}: not undone: the check of {rec.target} failed ({found}), so returning it needs the IC's "
             "approval, and this Firebreak runs no approvals; nothing changed.",
             request=rec.id,
         )
-    ballot = await asks[0](svc, inc, rec, actor, grant, found)
+    ballot = await ask(svc, inc, rec, actor, grant, found)
     await hooks.grant_used(svc, rec, grant, f"undo waits for approval ({ballot}); nothing changed yet")
     message = (
         f"{rec.label}: not returned yet. Checked {rec.target} first: {found}. Returning it over a failing check "
@@ -207,8 +210,8 @@ async def restore(
     )
     check = "verified" if not left else f"but read-back differs at {', '.join(left)}"
     first = f" Checked first: {checked}." if checked else ""
-    over = f", approved by <@{approved_by}> over a failing check" if approved_by else ""
-    message = f"{rec.label}: undone by <@{actor}>{over} ({read_back}{_restored(rec)}; {check}, rv {rv}).{first}"
+    over = f", approved by {person(approved_by)} over a failing check" if approved_by else ""
+    message = f"{rec.label}: undone by {person(actor)}{over} ({read_back}{_restored(rec)}; {check}, rv {rv}).{first}"
     await announce(svc, rec.incident, message)
     await hooks.grant_used(svc, rec, grant_id)
     return ExecResult(message, True, LeverState.undone)

@@ -74,7 +74,14 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def app(slack: FakeSlack, redis_url: str, clock: ManualClock) -> AsyncIterator[RunningApp]:
-    running = await start_app(slack, redis_url, clock)
+def mode() -> str:
+    """How Slack reaches the `app`: "http", or "socket" (Socket Mode); a test parametrizes it to run
+    in both (tests/support/harness.py MODES)."""
+    return "http"
+
+
+@pytest.fixture
+async def app(slack: FakeSlack, redis_url: str, clock: ManualClock, mode: str) -> AsyncIterator[RunningApp]:
+    running = await start_app(slack, redis_url, clock, mode=mode)
     yield running
     await running.stop()

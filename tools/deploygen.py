@@ -823,21 +823,29 @@ def admission_files(policy: LeversPolicy, levers: Iterable[Lever], identity: Ide
 # ------------------------------------------------------------------------------------------ main
 
 
+# The readers besides the levers and `changed`: cluster-wide, and in a lever's namespaces.
+ALSO: dict[str, tuple[Access, ...]] = {
+    "remediation alarm": tuple(ALARM_READS),
+    "gitops (Flux intervals)": tuple(GITOPS_READS),
+    "cluster identity (levers/scope.py)": tuple(IDENTITY_READS),
+}
+ALSO_IN = {"changed": (ROLLOUT_NAMESPACES, CHANGED_IN_NAMESPACES)}
+
+
 def files(policy: LeversPolicy | None = None, identity: Identity = IDENTITY) -> dict[str, str]:
     """Every generated file (path relative to the repository -> its text)."""
     if policy is None:
         policy = load_policy(REPO / "policies", levers=list(LEVERS)).levers
     levers = list(LEVERS.values())
-    also = {
-        "remediation alarm": ALARM_READS,
-        "gitops (Flux intervals)": GITOPS_READS,
-        "cluster identity (levers/scope.py)": IDENTITY_READS,
-    }
-    also_in = {"changed": (ROLLOUT_NAMESPACES, CHANGED_IN_NAMESPACES)}
     return {
-        **rbac_files(levers, READS, policy, also, identity, also_in),
+        **rbac_files(levers, READS, policy, ALSO, identity, ALSO_IN),
         **admission_files(policy, levers, identity),
     }
+
+
+def all_grants(policy: LeversPolicy) -> Grants:
+    """What deploy/rbac grants under `policy`, by who uses it (tools/docgen's table in docs/security-model.md)."""
+    return grants(LEVERS.values(), READS, policy, ALSO, ALSO_IN)
 
 
 def differing(root: Path = REPO, identity: Identity = IDENTITY) -> list[str]:

@@ -37,14 +37,14 @@ def register(reg: Registry) -> None:
     reg.observe(on_resolve.close_on_resolve)
 
     # What the levers ask of approvals, and the status line.
-    reg.add(hooks.APPROVAL_REQUESTED, lever_side.request_approval)
-    reg.add(hooks.RECONCILED, lever_side.reconciled)
-    reg.add(hooks.UNDO_APPROVAL_REQUESTED, undo_side.request_undo_approval)
-    reg.add(hooks.GRANT_PROVIDERS, lever_side.grant_for)
-    reg.add(hooks.GRANT_ACTIVE, lever_side.grant_active)
-    reg.add(hooks.GRANT_USED, lever_side.grant_used)
+    reg.provide(hooks.APPROVAL_REQUESTED, lever_side.request_approval)
+    reg.provide(hooks.RECONCILED, lever_side.reconciled)
+    reg.provide(hooks.UNDO_APPROVAL_REQUESTED, undo_side.request_undo_approval)
+    reg.provide(hooks.GRANT_PROVIDER, lever_side.grant_for)
+    reg.provide(hooks.GRANT_ACTIVE, lever_side.grant_active)
+    reg.provide(hooks.GRANT_USED, lever_side.grant_used)
     reg.add(STATUS_LINE, grants.status_line)
-    reg.add(SCRAPE, jobs.count_pending)  # firebreak_approvals_pending
+    reg.provide(SCRAPE, jobs.count_pending)  # firebreak_approvals_pending
 
     # On the timeline the timers' own settling is no event; the rest read by their name.
     reg.timeline(ApprovalSettle, CommandDetail, _no_event)

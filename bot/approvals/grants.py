@@ -16,7 +16,7 @@ from bot.approvals.commands import Breakglass, BreakglassEnd
 from bot.approvals.jobs import EXPIRE_JOB, REAP_JOB
 from bot.approvals.rules import active, details, needs_text, required_seats, seats_text, within
 from bot.approvals.store import Ballot, GrantEnded, Revoked, ballots
-from bot.chat import quote
+from bot.chat import person, quote
 from bot.clock import hhmm, iso
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
@@ -77,7 +77,7 @@ async def breakglass(svc: Services, req: Request, cmd: Breakglass, inc: Incident
     )
     posted = await notify.to_security(
         svc,
-        f":rotating_light: {bid} break-glass requested in {inc.id} by <@{req.actor}>: "
+        f":rotating_light: {bid} break-glass requested in {inc.id} by {person(req.actor)}: "
         f"{sc.describe()} for {cmd.minutes} min. Reason: {quote(cmd.reason)}",
     )
     need, fix = needs_text(seats, {s: inc.holder(s) for s in seats}, req.actor)
@@ -104,7 +104,7 @@ def _ic_hint(svc: Services, sc: scope.Scope, actor: str) -> str:
     other = f" (or {', '.join(roles[1:])})" if len(roles) > 1 else ""
     return (
         f"Not requested, nothing changed: you're the IC, so you can't approve your own break-glass. "
-        f"Take the role instead: `/incident role {roles[0] if roles else 'ops'} <@{actor}>`{other} "
+        f"Take the role instead: `/incident role {roles[0] if roles else 'ops'} {person(actor)}`{other} "
         "(no break-glass needed)."
     )
 
@@ -117,14 +117,14 @@ async def activate(svc: Services, b: Ballot) -> tuple[str, dict[str, Any]]:
     await svc.scheduler.cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, views.decision_line(b, f"active until {until} UTC"))
     what = b.detail["describe"]
-    await notify.to_channel(svc, b, f":unlock: {b.id} active: <@{b.requester}> may pull {what} until {until} UTC.")
+    await notify.to_channel(svc, b, f":unlock: {b.id} active: {person(b.requester)} may pull {what} until {until} UTC.")
     posted = await notify.to_security(
         svc,
-        f":unlock: {b.id} granted in {b.incident}: <@{b.requester}> may pull "
+        f":unlock: {b.id} granted in {b.incident}: {person(b.requester)} may pull "
         f"{what} until {until} UTC; approved by {views.approvers(b)}.",
     )
     return (
-        f"{b.id} approved: <@{b.requester}> may pull {what} until {until} UTC.{notify.unposted(posted)}",
+        f"{b.id} approved: {person(b.requester)} may pull {what} until {until} UTC.{notify.unposted(posted)}",
         {"grant_expires_at": iso(b.grant_expires_at), "approvers": b.filled, "security_posted": posted},
     )
 
@@ -144,10 +144,11 @@ async def _revoke(svc: Services, req: Request, inc: Incident, bid: str) -> Outco
     await svc.scheduler.cancel(REAP_JOB, bid)
     await svc.scheduler.cancel(EXPIRE_JOB, bid)
     await notify.edit_card(svc, b, views.decision_line(b))
-    await notify.to_channel(svc, b, f":lock: {bid} revoked by <@{req.actor}>; <@{b.requester}> no longer has it.")
-    posted = await notify.to_security(svc, f":lock: {bid} in {inc.id} revoked by <@{req.actor}> (was {state}).")
+    revoked = f":lock: {bid} revoked by {person(req.actor)}; {person(b.requester)} no longer has it."
+    await notify.to_channel(svc, b, revoked)
+    posted = await notify.to_security(svc, f":lock: {bid} in {inc.id} revoked by {person(req.actor)} (was {state}).")
     return Outcome(
-        message=f"{bid} revoked; <@{b.requester}> no longer has {b.detail['describe']}.{notify.unposted(posted)}",
+        message=f"{bid} revoked; {person(b.requester)} no longer has {b.detail['describe']}.{notify.unposted(posted)}",
         audit={**details(b), "grant": bid, "revoked": True, "was": state, "security_posted": posted},
     )
 
@@ -165,7 +166,7 @@ async def breakglass_end(svc: Services, req: Request, cmd: BreakglassEnd, inc: I
             await svc.scheduler.schedule(REAP_JOB, b.id, b.grant_expires_at, {"incident": inc.id})
         return Outcome(message=f"{b.id} is {b.state}; nothing to end.", audit={"grant": b.id, "ended": False})
     await notify.edit_card(svc, b, views.decision_line(b))
-    await notify.to_channel(svc, b, f":lock: {b.id} ended: <@{b.requester}> no longer has {b.detail['describe']}.")
+    await notify.to_channel(svc, b, f":lock: {b.id} ended: {person(b.requester)} no longer has {b.detail['describe']}.")
     posted = await notify.to_security(svc, f":lock: {b.id} in {inc.id} ended at {hhmm(now)} UTC (time is up).")
     return Outcome(
         message=f"{b.id} ended.{notify.unposted(posted)}",
@@ -189,6 +190,7 @@ async def status_line(svc: Services, inc: IncidentView) -> str | None:
         elif active(b, now):
             assert b.grant_expires_at is not None
             parts.append(
-                f"{b.id} break-glass <@{b.requester}> ({b.detail['describe']}) until {hhmm(b.grant_expires_at)} UTC"
+                f"{b.id} break-glass {person(b.requester)} ({b.detail['describe']}) "
+                f"until {hhmm(b.grant_expires_at)} UTC"
             )
     return ("Approvals and grants: " + "; ".join(parts)) if parts else None

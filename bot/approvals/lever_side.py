@@ -20,7 +20,7 @@ from bot.approvals import notify, views
 from bot.approvals.jobs import EXPIRE_JOB
 from bot.approvals.rules import active, details, grant_scope
 from bot.approvals.store import Ballot, ballots
-from bot.chat import quote
+from bot.chat import person, quote
 from bot.clock import hhmm, iso
 from bot.core.request import SYSTEM_ACTOR, IncidentView
 from bot.core.services import Services
@@ -129,7 +129,7 @@ async def denied(svc: Services, b: Ballot) -> None:
     await lever_store(svc).transition(b.id, {LeverState.pending_approval}, LeverState.denied)
     await svc.scheduler.cancel(EXPIRE_JOB, b.id)
     await notify.edit_card(svc, b, views.decision_line(b))
-    await _grant_report(svc, b, f"denied by <@{b.decided_by}>; nothing changed")
+    await _grant_report(svc, b, f"denied by {views.who(b.decided_by)}; nothing changed")
 
 
 async def expired(svc: Services, b: Ballot, line: str | None = None) -> None:
@@ -154,7 +154,7 @@ async def reconciled(svc: Services, rec: LeverRequest) -> None:
 
 
 async def grant_for(svc: Services, inc: IncidentView | None, user: str, lever: str, cell: str) -> str | None:
-    """GRANT_PROVIDERS: an active grant of this user covering (lever, cell), checked now."""
+    """GRANT_PROVIDER: an active grant of this user covering (lever, cell), checked now."""
     if inc is None:
         return None
     now = svc.clock.now()
@@ -186,7 +186,7 @@ async def grant_used(
     said = outcome or f"now {state}"
     posted = await notify.to_security(
         svc,
-        f":rotating_light: {grant_id} used in {where}: <@{who}> {verb} {rec.lever} {quote(rec.target)} "
+        f":rotating_light: {grant_id} used in {where}: {person(who)} {verb} {rec.lever} {quote(rec.target)} "
         # A refused pull's target and refusal may hold what the grantee typed: quoted (idempotent).
         f"({rec.cell}), {rec.id} {quote(said)}.",
     )

@@ -13,6 +13,7 @@ from bot.approvals import lever_side, notify
 from bot.approvals.jobs import EXPIRE_JOB, REAP_JOB
 from bot.approvals.rules import details
 from bot.approvals.store import Ballot, Closed, ballots
+from bot.chat import person
 from bot.clock import hhmm
 from bot.core.request import Outcome, Request
 from bot.core.services import Services
@@ -33,7 +34,8 @@ async def _close(svc: Services, b: Ballot, code: Closed, actor: str, at: str) ->
             await svc.scheduler.cancel(EXPIRE_JOB, b.id)
             await notify.edit_card(svc, b, line)
             await notify.to_security(
-                svc, f":lock: {b.id} in {b.incident} closed unapproved at {at} UTC (incident resolved by <@{actor}>)."
+                svc,
+                f":lock: {b.id} in {b.incident} closed unapproved at {at} UTC (incident resolved by {person(actor)}).",
             )
     else:
         line = f":lock: Grant ended at {at} UTC: {b.incident} was resolved."
@@ -42,10 +44,11 @@ async def _close(svc: Services, b: Ballot, code: Closed, actor: str, at: str) ->
         await notify.to_channel(
             svc,
             b,
-            f":lock: {b.id} ended: {b.incident} is resolved; <@{b.requester}> no longer has {b.detail['describe']}.",
+            f":lock: {b.id} ended: {b.incident} is resolved; "
+            f"{person(b.requester)} no longer has {b.detail['describe']}.",
         )
         await notify.to_security(
-            svc, f":lock: {b.id} in {b.incident} ended at {at} UTC (incident resolved by <@{actor}>)."
+            svc, f":lock: {b.id} in {b.incident} ended at {at} UTC (incident resolved by {person(actor)})."
         )
     await svc.audit.append(
         "approval.closed_at_resolve", actor=actor, incident=b.incident, detail={**details(b), "closed": code.value}
@@ -65,5 +68,5 @@ async def close_on_resolve(svc: Services, req: Request, outcome: Outcome, incide
         after = await store.get(incident, b.id)
         try:
             await _close(svc, after or b, code, req.actor, hhmm(now))
-        except Exception:
+        except Exception:  # one ballot's failure leaves the others to close; the resolve stands
             log.exception("close_on_resolve_failed", request=b.id)

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.approvals.scope import Scope
 from bot.approvals.store import Ballot
+from bot.chat import person
 from bot.policy.roles import ROLE_TITLES
 
 
@@ -44,7 +45,7 @@ def seat_holders(seats: list[str], holder: dict[str, str | None]) -> str:
 
     def one(s: str) -> str:
         who = holder.get(s)
-        return f"the {seat_title(s)} ({f'<@{who}>' if who else 'nobody yet'})"
+        return f"the {seat_title(s)} ({person(who) if who else 'nobody yet'})"
 
     names = [one(s) for s in seats]
     if len(names) <= 1:
@@ -62,9 +63,9 @@ def needs_text(seats: list[str], holder: dict[str, str | None], requester: str) 
     for s in seats:
         who = holder.get(s)
         if who and who != requester:
-            parts.append(f"the {seat_title(s)} (<@{who}>)")
+            parts.append(f"the {seat_title(s)} ({person(who)})")
         else:
-            parts.append(f"a {seat_title(s)} other than <@{requester}>")
+            parts.append(f"a {seat_title(s)} other than {person(requester)}")
             fix.append(f"/incident role {s} @x")
     text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return text, fix

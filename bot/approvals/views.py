@@ -14,7 +14,7 @@ from typing import Any
 from bot.approvals.commands import Approve, Deny
 from bot.approvals.rules import seat_holders, seat_title, seats_text
 from bot.approvals.store import Ballot
-from bot.chat import Button, Buttons, Card, Confirm, Context, Fields, Header, Press, Section, quote
+from bot.chat import Button, Buttons, Card, Confirm, Context, Fields, Header, Press, Section, person, quote
 from bot.chat.text import code, code_block, literal
 from bot.chat.views import Part
 from bot.clock import hhmm
@@ -36,7 +36,7 @@ def _seats_line(b: Ballot, holder: Holders | None = None) -> str:
         return seats_text(seats) if holder is None else seat_holders(seats, holder)
 
     extra = f" (plus {named(b.sev1_seats)} at SEV1)" if b.sev1_seats else ""
-    got = ", ".join(f"<@{u}> ({seat_title(s)})" for s, u in _in_seat_order(b))
+    got = ", ".join(f"{person(u)} ({seat_title(s)})" for s, u in _in_seat_order(b))
     have = f" · approved so far: {got}" if got else ""
     return (
         f"Needs {named(b.seats)}{extra}, each a different person and not the requester"
@@ -63,7 +63,7 @@ def _buttons(b: Ballot) -> Buttons:
 
 def lever_text(b: Ballot) -> str:
     d = b.detail
-    return f"{b.id} needs approval: {d['lever']} {quote(d['target'])} ({d['cell']}), asked by <@{b.requester}>"
+    return f"{b.id} needs approval: {d['lever']} {quote(d['target'])} ({d['cell']}), asked by {person(b.requester)}"
 
 
 def _pre_state(pre: Any) -> str:
@@ -93,7 +93,7 @@ def _facts(b: Ballot, what: str, blast: str) -> Fields:
         (
             _cut(f"*What*\n{what}", _FIELD),
             _cut(f"*Where*\n{b.detail['cell']}", _FIELD),
-            _cut(f"*Asked by*\n<@{b.requester}>", _FIELD),
+            _cut(f"*Asked by*\n{person(b.requester)}", _FIELD),
             _cut(f"*Blast radius*\n{blast}", _FIELD),
         )
     )
@@ -134,7 +134,7 @@ def lever_request(b: Ballot, holder: Holders | None = None) -> Card:
 
 def grant_text(b: Ballot) -> str:
     d = b.detail
-    return f"{b.id} break-glass for <@{b.requester}>: {d['describe']}, {d['minutes']} min"
+    return f"{b.id} break-glass for {person(b.requester)}: {d['describe']}, {d['minutes']} min"
 
 
 def _grant_body(b: Ballot) -> list[Part]:
@@ -143,7 +143,7 @@ def _grant_body(b: Ballot) -> list[Part]:
         Header(_cut(f"{b.id}: break-glass request", _HEADER)),
         Fields(
             (
-                _cut(f"*For*\n<@{b.requester}>", _FIELD),
+                _cut(f"*For*\n{person(b.requester)}", _FIELD),
                 _cut(f"*Scope*\n{d['describe']}", _FIELD),
                 _cut(f"*How long*\n{d['minutes']} min from approval", _FIELD),
                 # The requester's own words: quoted, so a reason never pings or links.
@@ -162,7 +162,7 @@ def undo_text(b: Ballot) -> str:
     d = b.detail
     return (
         f"{b.id} needs approval: return {quote(d['target'])} ({d['cell']}) to the pool, undoing {d['undoes']}, "
-        f"asked by <@{b.requester}>"
+        f"asked by {person(b.requester)}"
     )
 
 
@@ -212,7 +212,7 @@ def subject(b: Ballot) -> str:
         return f"{d['lever']} {quote(d['target'])} ({d['cell']}{plan})"
     if b.kind == "undo":
         return f"undo {d['undoes']}: return {quote(d['target'])} ({d['cell']}{plan})"
-    return f"break-glass for <@{b.requester}>: {d['describe']}, {d['minutes']} min"
+    return f"break-glass for {person(b.requester)}: {d['describe']}, {d['minutes']} min"
 
 
 def text(b: Ballot) -> str:
@@ -225,8 +225,14 @@ def _in_seat_order(b: Ballot) -> list[tuple[str, str]]:
     return sorted(b.filled.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
 
 
+def who(user: str | None) -> str:
+    """Whoever decided or ended a ballot, named (the store sets them with the state; missing only
+    from a damaged record)."""
+    return person(user) if user else "someone unrecorded"
+
+
 def approvers(b: Ballot) -> str:
-    return " and ".join(f"<@{u}> ({seat_title(s)})" for s, u in _in_seat_order(b)) or f"<@{b.decided_by}>"
+    return " and ".join(f"{person(u)} ({seat_title(s)})" for s, u in _in_seat_order(b)) or who(b.decided_by)
 
 
 def when(ts: float | None) -> str:
@@ -238,11 +244,11 @@ def decision_line(b: Ballot, outcome: str = "") -> str:
     if b.state == "approved":
         return f":white_check_mark: Approved by {approvers(b)} at {when(b.decided_at)}{tail}"
     if b.state == "denied":
-        return f":no_entry: Denied by <@{b.decided_by}> at {when(b.decided_at)}; nothing was changed."
+        return f":no_entry: Denied by {who(b.decided_by)} at {when(b.decided_at)}; nothing was changed."
     if b.state == "expired":
         return f":hourglass: Expired at {when(b.expires_at)} without approval; nothing was changed."
     if b.state == "ended":
         return f":lock: Grant ended at {when(b.grant_expires_at)} (time is up).{tail}"
     if b.state == "revoked":
-        return f":lock: Revoked by <@{b.ended_by}> at {when(b.ended_at)}.{tail}"
+        return f":lock: Revoked by {who(b.ended_by)} at {when(b.ended_at)}.{tail}"
     return _seats_line(b)

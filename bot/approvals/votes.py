@@ -14,6 +14,7 @@ from bot.approvals.jobs import EXPIRE_JOB
 from bot.approvals.rules import details, on_card, required_seats, seat_title, seats_text
 from bot.approvals.scope import FLEET
 from bot.approvals.store import Ballot, Expired, Vote, VoteCode, ballots
+from bot.chat import person
 from bot.clock import hhmm
 from bot.core.eligibility import eligibility
 from bot.core.request import Outcome, Refusal, Request
@@ -23,18 +24,18 @@ from bot.incidents.models import Incident
 
 def _decided(b: Ballot) -> str:
     if b.state == "revoked" and b.decided_at is None:
-        return f"withdrawn by <@{b.ended_by}> at {views.when(b.ended_at)}"
+        return f"withdrawn by {views.who(b.ended_by)} at {views.when(b.ended_at)}"
     if b.state in ("approved", "ended", "revoked"):
         return f"approved by {views.approvers(b)} at {views.when(b.decided_at)}" + (
             f" (since {b.state})" if b.state != "approved" else ""
         )
     if b.state == "denied":
-        return f"denied by <@{b.decided_by}> at {views.when(b.decided_at)}"
+        return f"denied by {views.who(b.decided_by)} at {views.when(b.decided_at)}"
     return f"expired at {views.when(b.expires_at)}"
 
 
 def _holders(inc: Incident, seats: list[str]) -> str:
-    now = [f"<@{inc.holder(s)}>" for s in seats if inc.holder(s)]
+    now = [person(who) for s in seats if (who := inc.holder(s))]
     return f" (now {', '.join(now)})" if now else " (nobody holds it now)"
 
 
@@ -50,8 +51,8 @@ POWER_BLOCKED = "levers and approvals are refused"
 
 
 def _cells(b: Ballot) -> list[str] | None:
-    """Where the on-call counts for this approval (DESIGN §11): the one cell its lever or grant acts
-    in; None (nowhere) for the fleet context and for a grant of named levers in any cell."""
+    """Where the on-call counts for this approval (docs/security-model.md, "Eligibility"): the one cell its lever or
+    grant acts in; None (nowhere) for the fleet context and for a grant of named levers in any cell."""
     cell = b.detail.get("cell")
     return [cell] if isinstance(cell, str) and cell and cell != FLEET else None
 
@@ -124,7 +125,7 @@ async def _vote(svc: Services, req: Request, inc: Incident, bid: str, choice: st
     if v.code is VoteCode.FILLED:
         missing = [s for s in seats if s not in b.filled]
         raise Refusal(
-            f"The {seat_title(v.seat)}'s approval of {bid} is already in (from <@{v.other}>); "
+            f"The {seat_title(v.seat)}'s approval of {bid} is already in (from {person(v.other)}); "
             f"it still needs {seats_text(missing)}.",
             **base,
         )

@@ -1,3 +1,3 @@
-from bot.audit.chain import GENESIS_HASH, AuditEntry, AuditLog, Intent, entry_hash, verify_entries
+from bot.audit.chain import GENESIS_HASH, AuditEntry, AuditLog, entry_hash, verify_entries
 
-__all__ = ["GENESIS_HASH", "AuditEntry", "AuditLog", "Intent", "entry_hash", "verify_entries"]
+__all__ = ["GENESIS_HASH", "AuditEntry", "AuditLog", "entry_hash", "verify_entries"]

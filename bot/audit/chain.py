@@ -31,7 +31,7 @@ from redis.exceptions import WatchError
 
 from bot.clock import Clock, iso
 from bot.redact import scrub
-from bot.store import Keys, Redis, script, text, write
+from bot.store import Keys, Redis, script, text
 
 GENESIS_HASH = "0" * 64
 
@@ -88,31 +88,7 @@ return 1
 DRAIN_MAX = 1000  # an old list this short is moved by the append itself; a longer one waits for the migration
 _APPEND = _APPEND.replace("DRAIN_MAX", str(DRAIN_MAX))
 
-# [intent] Record what an open intent's request has made so far (e.g. the channel a declare
-# created), only while the intent is open. KEYS[1] open intents. ARGV: request id, notes JSON.
-_NOTE = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1] .. '|notes', ARGV[2])
-return 1
-"""
-
-
 PAGE = 2000  # entries per verify page (about 1 MB); the next page is read while this one is checked
-
-
-class Intent(BaseModel):
-    """[intent] What a request set out to do, recorded before its handler ran (bot/core/dispatch.py).
-    Its audit entry closes it; one still open long after ``started_at`` is orphaned (the process
-    died, or lost its store, before the entry) and is repaired into an `interrupted` entry."""
-
-    request_id: str
-    command: str  # the command name: the entry is `command.<name>`
-    args: dict[str, Any]  # as the audit holds them (scrubbed)
-    actor: str
-    source: str
-    incident: str | None
-    started_at: float
-    notes: dict[str, Any] = {}  # what the request has made so far (note_intent)
 
 
 class AuditEntry(BaseModel):
@@ -328,7 +304,6 @@ class AuditLog:
         self._r = redis
         self._clock = clock
         self._append = script(redis, _APPEND, deadline=False)  # see bot/store/scripts.py script()
-        self._note = script(redis, _NOTE, deadline=False)  # [intent] records what already happened
         # Appends from this process take turns, so the compare-and-set below only ever
         # retries against other replicas (not against our own concurrent requests).
         self._turn = asyncio.Lock()
@@ -351,8 +326,17 @@ class AuditLog:
             request_id = structlog.contextvars.get_contextvars().get("request_id")
         async with self._turn:
             entry = await self._append_once(action, actor, incident, clean, request_id, intent, False)
-        assert entry is not None  # only a repair's append (close_intent) can find its intent closed
+        assert entry is not None  # only append_if_open can find its intent closed
         return entry
+
+    async def append_if_open(
+        self, action: str, *, actor: str, incident: str | None, detail: dict[str, Any], request_id: str
+    ) -> AuditEntry | None:
+        """[intent] Append only while ``request_id``'s intent is open, closing it in the same script
+        (the repair of an orphaned intent, bot/core/intent_store.py). None: closed meanwhile, nothing
+        written."""
+        async with self._turn:
+            return await self._append_once(action, actor, incident, scrub(detail), request_id, request_id, True)
 
     async def _append_once(
         self,
@@ -546,66 +530,6 @@ class AuditLog:
                 except WatchError:
                     continue
             read += len(chunk)
-
-    # [intent] Write intent first (bot/core/dispatch.py) ------------------------------------------
-
-    async def open_intent(
-        self,
-        request_id: str,
-        *,
-        command: str,
-        args: dict[str, Any],
-        actor: str,
-        source: str,
-        incident: str | None,
-        started_at: float,
-    ) -> None:
-        """Record what ``request_id`` is about to do. A deadlined write: one that reaches Redis
-        after its caller gave up is refused, so no intent outlives a request that never ran."""
-        doc = Intent(
-            request_id=request_id,
-            command=command,
-            args=scrub(args),
-            actor=actor,
-            source=source,
-            incident=incident,
-            started_at=started_at,
-        )
-        await write(self._r, ("HSET", Keys.AUDIT_INTENTS, request_id, doc.model_dump_json(exclude={"notes"})))
-
-    async def note_intent(self, request_id: str, **notes: Any) -> bool:
-        """Add to what the open intent of ``request_id`` has made so far (False: not open)."""
-        raw = await self._r.hget(Keys.AUDIT_INTENTS, f"{request_id}|notes")
-        merged = {**(json.loads(raw) if raw else {}), **scrub(notes)}
-        return bool(await self._note(keys=[Keys.AUDIT_INTENTS], args=[request_id, json.dumps(merged)]))
-
-    async def intents(self) -> list[Intent]:
-        """Every open intent, oldest first (in-flight requests, and orphans awaiting repair)."""
-        raw = await self._r.hgetall(Keys.AUDIT_INTENTS)
-        docs = {str(k): str(v) for k, v in raw.items()}
-        out = []
-        for field, value in docs.items():
-            if "|" in field:
-                continue
-            notes = docs.get(f"{field}|notes")
-            out.append(
-                Intent.model_validate_json(value).model_copy(update={"notes": json.loads(notes) if notes else {}})
-            )
-        return sorted(out, key=lambda i: i.started_at)
-
-    async def close_intent(self, intent: Intent, *, incident: str | None, detail: dict[str, Any]) -> AuditEntry | None:
-        """The repair: the orphaned intent becomes its request's entry, `command.<name>`, in one
-        script, and only while it is still open (None: closed meanwhile, nothing written)."""
-        async with self._turn:
-            return await self._append_once(
-                f"command.{intent.command}",
-                intent.actor,
-                incident,
-                scrub(detail),
-                intent.request_id,
-                intent.request_id,
-                True,
-            )
 
     async def count(self) -> int:
         """How many entries the chain holds."""

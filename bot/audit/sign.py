@@ -1,4 +1,4 @@
-"""Signed checkpoints of the audit chain (DESIGN §9, docs/security-model.md: "Audit log").
+"""Signed checkpoints of the audit chain (docs/security-model.md: "Audit log").
 
 The hash chain proves order, not authorship: whoever writes Redis can rewrite it from any
 entry to the head. So the running bot signs the chain head with an Ed25519 key Redis never
@@ -535,7 +535,7 @@ class Checkpointer:
         while not self._stopping.is_set():
             try:
                 await self.maybe()
-            except Exception:
+            except Exception:  # the signing loop outlives any one failed check (Redis, Slack or a bug)
                 log.exception("audit_checkpoint_failed")
                 if self._unsigned_since is not None:  # a check that fails signs nothing either
                     metrics.AUDIT_CHECKPOINT_AGE.set(self._clock.now() - self._unsigned_since)

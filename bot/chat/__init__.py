@@ -6,7 +6,7 @@ action ids and modal wiring exist.
 """
 
 from bot.chat.port import Chat, ChatError, UserGroup
-from bot.chat.text import quote, unescape, visible
+from bot.chat.text import HERE, channel_ref, name_people, person, person_of, quote, unescape, visible, words
 from bot.chat.views import (
     Button,
     Buttons,
@@ -23,6 +23,7 @@ from bot.chat.views import (
 )
 
 __all__ = [
+    "HERE",
     "Button",
     "Buttons",
     "Card",
@@ -38,7 +39,12 @@ __all__ = [
     "Section",
     "TextField",
     "UserGroup",
+    "channel_ref",
+    "name_people",
+    "person",
+    "person_of",
     "quote",
     "unescape",
     "visible",
+    "words",
 ]

@@ -1,15 +1,23 @@
-"""Making a person's words safe to repost: shown as typed, never re-parsed into a ping or a link.
+"""The chat port's text codec: how the domain names people and channels, and how a person's words
+are made safe to repost (shown as typed, never re-parsed into a ping or a link).
 
-Chat text arrives in the platform's own markup (Slack's: a typed ``&``, ``<``, ``>``
-arrive as ``&amp;``, ``&lt;``, ``&gt;``; @channel arrives as ``<!channel>``, a group
-ping as ``<!subteam^S1|@oncall>``, a link as ``<https://x|label>``). Posted back
-verbatim, the markup is parsed again and pings the channel. ``quote`` is applied
+The port's text is the markup the chat sends and shows (Slack's mrkdwn: a typed ``&``, ``<``, ``>``
+arrive as ``&amp;``, ``&lt;``, ``&gt;``; @channel arrives as ``<!channel>``, a group ping as
+``<!subteam^S1|@oncall>``, a link as ``<https://x|label>``). This module is the only place outside
+the platform's adapter that spells that markup: the domain names a person with ``person(user_id)``,
+a channel with ``channel_ref``, parses a typed mention with ``person_of`` and renders the people in
+stored text with ``name_people``. The Slack adapter posts the text as it is; another platform's
+adapter would translate this markup, people included, in one place. Stored text (an update, a
+cause) is kept as the chat sent it, in this markup; who did what is stored as user ids.
+
+Posted back verbatim, the markup is parsed again and pings the channel. ``quote`` is applied
 to every piece of user text Firebreak reposts; ``visible`` cleans what is stored.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # Bidirectional embeddings/overrides (U+202A-U+202E) and isolates (U+2066-U+2069) reorder what
 # follows them (U+202E then "gpj.exe" reads "exe.jpg"); zero-width characters hide inside words and names.
@@ -21,6 +29,48 @@ _DECODED = {"amp": "&", "lt": "<", "gt": ">"}
 # A mention of one person as the chat sends it: <@U123> or <@U123|alex> (any id Firebreak itself
 # writes, so text it made and then quotes again keeps its mentions).
 _USER_MENTION = re.compile(r"<@([UW][A-Z0-9_]{1,20})(?:\|[^<>]*)?>")
+# A person picked as a command's argument: an id as the workspace issues them (no ``_``).
+_TYPED_MENTION = re.compile(r"<@([UW][A-Z0-9]{1,20})(?:\|[^>]*)?>")
+# A ping of everyone present in a channel: the one crowd ping Firebreak itself sends (an update
+# reminder when nobody holds the seat).
+HERE = "<!here>"
+
+
+def person(user_id: str) -> str:
+    """A person named in text the chat shows: it renders as their name and notifies them
+    (``<@U123>`` on Slack). The domain never spells the mention markup itself."""
+    return f"<@{user_id}>"
+
+
+def channel_ref(channel_id: str) -> str:
+    """A channel named in text the chat shows: it renders as a link to the channel (``<#C123>``)."""
+    return f"<#{channel_id}>"
+
+
+def person_of(word: str) -> str | None:
+    """The user id a typed mention names (``<@U123>`` or ``<@U123|alex>``, as the chat sends a
+    person picked in the composer), or None when ``word`` is not exactly one mention."""
+    m = _TYPED_MENTION.fullmatch(word.strip())
+    return m.group(1) if m else None
+
+
+def name_people(text: str, name: Callable[[str], str]) -> str:
+    """``text`` with every person it mentions written as ``name(user_id)`` (``@U123`` in a Markdown
+    document, a display name in a terminal)."""
+    return _USER_MENTION.sub(lambda m: name(m.group(1)), text)
+
+
+# Markup that names no words (a ping, a mention, a channel link), and a link, which keeps its label.
+_PING = re.compile(r"<[!@#][^<>]*>")
+_LINK = re.compile(r"<([^<>|]*)\|([^<>]*)>|<([^<>]*)>")
+
+
+def words(text: str) -> str:
+    """Chat text as the words it shows: pings, mentions and channel links dropped, a link kept as
+    its label, entities decoded once, invisible characters dropped (a title made into a channel
+    name reads no "lt-channel-gt")."""
+    text = _LINK.sub(lambda m: f" {m.group(2) or m.group(1) or m.group(3)} ", _PING.sub(" ", text))
+    return visible(unescape(text))
 
 
 def visible(text: str) -> str:
@@ -59,7 +109,7 @@ def quote(text: str) -> str:
     at = 0
     for m in _USER_MENTION.finditer(text):
         out.append(_escape(unescape(text[at : m.start()])))
-        out.append(f"<@{m.group(1)}>")
+        out.append(person(m.group(1)))
         at = m.end()
     out.append(_escape(unescape(text[at:])))
     return "".join(out)
@@ -88,7 +138,7 @@ def inert(text: str, mentions: tuple[str, ...] = ()) -> str:
     cluster string that spells ``<@U123>`` for someone else shows as text."""
     out = _escape(unescape(_CONTROL.sub("", visible(text))))
     for user in mentions:
-        out = out.replace(f"&lt;@{user}&gt;", f"<@{user}>")
+        out = out.replace(_escape(person(user)), person(user))
     return out
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from bot.comms import handoffs, jobs, nodes, reminders, timeline, timers, update, watch
+from bot.comms import handoffs, jobs, reminders, timeline, timers, update, watch
 from bot.comms.commands import Escalate, HandoffNudge, Remind, SecretFlag, Snooze, UpdateForm
-from bot.comms.hooks import PRIVATE_NAMES
 from bot.core.grammar import Spec
 from bot.core.registry import Registry
 from bot.core.timeline import CommandDetail
@@ -27,9 +26,6 @@ def register(reg: Registry) -> None:
     # Handoff nudges.
     reg.command(HandoffNudge, handoffs.nudge, summary="nudge an unaccepted handoff (scheduler)")
     reg.job(timers.NUDGE, jobs.nudge)
-
-    # Node names a quarantine request named are private in public updates.
-    reg.add(PRIVATE_NAMES, nodes.quarantined_nodes)
 
     # The update cadence: reminder, then escalation while overdue.
     reg.command(Remind, reminders.remind, summary="cadence reminder (scheduler)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat import ChatError
+from bot.chat import ChatError, person
 from bot.comms.commands import HandoffNudge
 from bot.comms.system import Once
 from bot.core.request import Outcome, Refusal, Request
@@ -24,8 +24,8 @@ async def nudge(svc: Services, req: Request, cmd: HandoffNudge, inc: Incident) -
     minutes = (svc.clock.now() - h.requested_at) / 60
     holds = f"you still hold {ROLE_TITLES[h.role]}" if h.from_user else f"{ROLE_TITLES[h.role]} is still empty"
     text = (
-        f":hourglass: <@{outgoing}> your handoff {h.id} of {ROLE_TITLES[h.role]} to <@{h.to_user}> "
-        f"is not accepted after {minutes:.0f} min; {holds}. Ping <@{h.to_user}>, or hand it to someone else."
+        f":hourglass: {person(outgoing)} your handoff {h.id} of {ROLE_TITLES[h.role]} to {person(h.to_user)} "
+        f"is not accepted after {minutes:.0f} min; {holds}. Ping {person(h.to_user)}, or hand it to someone else."
     )
     if await once.landed_before(inc.channel_id):  # a dead claimer's nudge landed; only its mark was missing
         await once.done()

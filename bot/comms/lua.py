@@ -1,4 +1,4 @@
-"""Lua for comms: the cadence sync mark, snooze, and the two-step dedupe marks.
+"""Lua for comms: recording an update, the cadence sync mark, snooze, and the two-step dedupe marks.
 
 Kept apart from the Python that calls them (store.py) so each script can be read whole; the
 result codes are store.py's enums. Keys of one incident share its hash tag.
@@ -67,4 +67,22 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return 1
 end
 return 0
+"""
+
+# KEYS: incident. ARGV: now, text, interval_sev1..4 (seconds). Records the update on the incident's
+# hash and, while it is active, moves its next update due from the stored SEV.
+# -> {code, next_due}; code 1 recorded, -2 resolved, -3 missing.
+UPDATE_RECORD = """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {-3, ''} end
+if st == 'resolved' then return {-2, ''} end
+local sev = tonumber(redis.call('HGET', KEYS[1], 'sev'))
+local now = tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], 'last_update_at', ARGV[1], 'last_update_text', ARGV[2])
+if st == 'active' then
+  local due = now + tonumber(ARGV[2 + sev])
+  redis.call('HSET', KEYS[1], 'next_update_due', tostring(due))
+  return {1, tostring(due)}
+end
+return {1, ''}
 """

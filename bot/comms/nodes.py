@@ -1,4 +1,4 @@
-"""The incident's own node names, for the public-granularity check (a PRIVATE_NAMES hook).
+"""The incident's own node names, for the public-granularity check (bot/comms/update.py).
 
 Read from the incident's node-quarantine lever requests (any state: a node named
 in the incident is private even if its quarantine was refused or undone), so a

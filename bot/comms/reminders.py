@@ -8,7 +8,7 @@ scheduled for, and only once per due (a dedupe mark claimed atomically in Redis)
 from __future__ import annotations
 
 from bot import metrics
-from bot.chat import Card, ChatError
+from bot.chat import HERE, Card, ChatError, person
 from bot.clock import hhmm, iso
 from bot.comms import timers, views
 from bot.comms.commands import Escalate, Remind, Snooze
@@ -29,7 +29,7 @@ def _check_due(inc: Incident, due: float) -> None:
 
 
 def _mention(user: str | None) -> str:
-    return f"<@{user}>" if user else "<!here>"
+    return person(user) if user else HERE
 
 
 async def _post_once(svc: Services, inc: Incident, mark: str, text: str, card: Card | None = None) -> Outcome | bool:
@@ -97,7 +97,7 @@ async def escalate(svc: Services, req: Request, cmd: Escalate, inc: Incident) ->
     due, now = float(cmd.due), svc.clock.now()
     _check_due(inc, due)
     ic, comms = inc.holder("ic"), inc.holder("comms")
-    also = f" (reminder went to <@{comms}>)" if comms and comms != ic else ""
+    also = f" (reminder went to {person(comms)})" if comms and comms != ic else ""
     still = "still " if cmd.round > 1 else ""
     text = (
         f":rotating_light: {_mention(ic)} {inc.id}'s update is {still}overdue: it was due {hhmm(due)} UTC"
@@ -142,7 +142,7 @@ async def snooze(svc: Services, req: Request, cmd: Snooze, inc: Incident) -> Out
     if got.code is not Snoozed.SNOOZED:
         raise Refusal(f"{inc.id} is {inc.status.value}; no update is due.")
     warn = await announce(
-        svc, inc.id, f":zzz: <@{req.actor}> snoozed the {inc.id} update reminder to {hhmm(new_due)} UTC."
+        svc, inc.id, f":zzz: {person(req.actor)} snoozed the {inc.id} update reminder to {hhmm(new_due)} UTC."
     )
     warn2 = await refresh_card(svc, inc.id)
     return Outcome(

@@ -1,4 +1,5 @@
-"""Comms' Redis access: the cadence sync mark, snooze, and the two-step dedupe marks.
+"""Comms' Redis access: recording an update, the cadence sync mark, snooze, and the two-step
+dedupe marks.
 
 The Lua is in lua.py; each script's result codes are the enums below. The key layout
 stays in bot/store/keys.py (``Keys.comms``, ``Keys.dedupe``).
@@ -14,6 +15,22 @@ from bot.core.services import Services
 from bot.store import Keys, Redis, script
 
 _PENDING = "pending:"  # the prefix lua.MARK_CLAIM writes while a claim holds
+
+
+class UpdateRecorded(IntEnum):
+    """lua.UPDATE_RECORD"""
+
+    RECORDED = 1
+    RESOLVED = -2
+    MISSING = -3
+
+
+@dataclass(frozen=True)
+class Updated:
+    """lua.UPDATE_RECORD: the code, and the next update due it set (None: not active, nothing due)."""
+
+    code: UpdateRecorded
+    due: float | None
 
 
 class Snoozed(IntEnum):
@@ -73,6 +90,7 @@ class CommsStore:
 
     def __init__(self, redis: Redis) -> None:
         self.r = redis
+        self._update = script(redis, lua.UPDATE_RECORD)
         self._sync_mark = script(redis, lua.SYNC_MARK)
         self._snooze = script(redis, lua.SNOOZE)
         self._mark_claim = script(redis, lua.MARK_CLAIM)
@@ -84,6 +102,15 @@ class CommsStore:
         return cls(svc.redis)
 
     # Cadence ----------------------------------------------------------------------------------
+
+    async def record_update(self, inc_id: str, text: str, now: float, intervals: dict[int, float]) -> Updated:
+        """Record an update on the incident; while it is active the next one is due ``intervals``
+        minutes (by its SEV as stored) from ``now``."""
+        code, due = await self._update(
+            keys=[Keys.incident(inc_id)],
+            args=[now, text, *(intervals[s] * 60 for s in (1, 2, 3, 4))],
+        )
+        return Updated(UpdateRecorded(int(code)), float(due) if due else None)
 
     async def sync_mark(self, inc_id: str) -> Synced:
         """Record the incident's current reminder due as synced; says whether it changed."""

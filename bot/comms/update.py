@@ -16,31 +16,25 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from bot.chat import ChatError, FieldError, quote
+from bot.chat import ChatError, FieldError, channel_ref, person, quote
 from bot.clock import hhmm
 from bot.comms import public, views
 from bot.comms.commands import UpdateForm
-from bot.comms.hooks import PRIVATE_NAMES
+from bot.comms.nodes import quarantined_nodes
+from bot.comms.store import UpdateRecorded, store
 from bot.core.eligibility import Verdict, eligibility
 from bot.core.request import Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents.commands import Update
 from bot.incidents.models import Incident
 from bot.incidents.posts import announce, joined, refresh_card
-from bot.incidents.store import UpdateRecorded, repo
+from bot.incidents.store import repo
 from bot.policy.models import first_error
-
-
-async def _private_nodes(svc: Services, inc: Incident) -> list[str]:
-    names: list[str] = []
-    for source in svc.registry.hooked(PRIVATE_NAMES):
-        names += await source(svc, inc)
-    return names
 
 
 async def public_problem(svc: Services, inc: Incident, text: str) -> tuple[str, list[str]] | None:
     """Why ``text`` cannot be the public summary (message, offending words), or None."""
-    rules, nodes = svc.policy.comms.public, await _private_nodes(svc, inc)
+    rules, nodes = svc.policy.comms.public, await quarantined_nodes(svc, inc)
     bad = public.offending(text, rules, [*inc.cells, *nodes])
     if bad:
         words = ", ".join(f"`{quote(w)}`" for w in bad)
@@ -86,7 +80,7 @@ async def _publish(
         await svc.chat.post(channel, f":mega: {head} update at {hhmm(now)} UTC: {quote(text)}")
     except ChatError as f:
         return f"(the stakeholder channel post failed: {f.error}; post it there by hand)"
-    return f"Also posted to <#{channel}>."
+    return f"Also posted to {channel_ref(channel)}."
 
 
 async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Outcome:
@@ -94,22 +88,22 @@ async def update(svc: Services, req: Request, cmd: Update, inc: Incident) -> Out
     if bad:
         raise Refusal(bad[0], offending=bad[1])
     now = svc.clock.now()
-    change = await repo(svc).record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
+    change = await store(svc).record_update(inc.id, cmd.text, now, svc.policy.cadence.interval_minutes)
     if change.code is not UpdateRecorded.RECORDED:
         raise Refusal(f"{inc.id} is resolved; updates now go in the postmortem.")
     warn = await announce(
-        svc, inc.id, f":mega: *Update* from <@{req.actor}> ({inc.id}, SEV{inc.sev}): {quote(cmd.text)}"
+        svc, inc.id, f":mega: *Update* from {person(req.actor)} ({inc.id}, SEV{inc.sev}): {quote(cmd.text)}"
     )
     # Checked after the update is recorded: a refused publish still keeps the incident's cadence.
     may = await eligibility(svc).check(req.actor, "publish", inc.cells)
     published = await _publish(svc, inc, cmd.text, now, posted_here=warn is None, actor=req.actor, may=may)
     warn2 = await refresh_card(svc, inc.id)
-    due = f" Next update due {hhmm(change.before)} UTC." if change.before else ""
+    due = f" Next update due {hhmm(change.due)} UTC." if change.due else ""
     return Outcome(
         # Recorded (the cadence clock restarts) even when the channel post failed: say which.
         message=joined(f"Update {'recorded' if warn else 'posted'}.{due}", warn, published, warn2),
         audit={
-            "next_update_due": change.before,
+            "next_update_due": change.due,
             "stakeholder_channel": svc.settings.firebreak_stakeholder_channel,
             "stakeholder_allowed": may.ok and (not inc.private or req.actor == inc.holder("ic")),
             "publish": "eligible" if may.ok else may.audit()["eligibility"],

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import logs
-from bot.chat import ChatError
+from bot.chat import ChatError, person
 from bot.comms.commands import SecretFlag
 from bot.comms.secrets import kinds_text, scan
 from bot.comms.system import Once
@@ -101,7 +101,7 @@ async def flag(svc: Services, event_id: str | None, found: Flagged) -> None:
 async def secret_flag(svc: Services, req: Request, cmd: SecretFlag, inc: Incident) -> Outcome:
     assert inc.channel_id  # found by its channel (flag)
     text = (
-        f":warning: <@{req.actor}> that message looks like it contains a {kinds_text(cmd.kinds)}. "
+        f":warning: {person(req.actor)} that message looks like it contains a {kinds_text(cmd.kinds)}. "
         "This channel is a data store: delete the message and rotate the credential now. "
         "Link to the audit-store query instead of pasting secrets, prompts or PII."
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bot.core.registry import Route
+from typing import Any
+
+from bot.core.registry import Allowed, Route
 from bot.core.request import IncidentView, Request
 from bot.core.services import Services
 from bot.policy import roles
@@ -45,6 +47,12 @@ def _seats(allowed: list[str], inc: IncidentView | None) -> str:
 
 async def authorize(svc: Services, req: Request, route: Route, inc: IncidentView | None) -> str | None:
     """None when allowed, else the reason for the refusal (shown to the user)."""
+    got = await decide(svc, req, route, inc)
+    return got if isinstance(got, str) else None
+
+
+async def decide(svc: Services, req: Request, route: Route, inc: IncidentView | None) -> str | Allowed[Any] | None:
+    """The reason for a refusal; else None, or the route rule's Allowed (what its handler is given)."""
     if req.source.is_system:
         # Webhooks and timers are authenticated at their edge (bearer token, our own scheduler).
         return await route.rule(svc, req, inc) if route.rule else None

@@ -15,7 +15,7 @@ import structlog
 from redis.exceptions import RedisError
 
 from bot import logs, metrics
-from bot.core import authz
+from bot.core import authz, intent_store
 from bot.core.registry import Route
 from bot.core.request import SYSTEM_ACTOR, Command, IncidentView, Outcome, Refusal, Request, Source
 from bot.core.services import Services
@@ -42,13 +42,14 @@ async def _decide(svc: Services, req: Request, route: Route, inc: IncidentView |
             f"`{route.name}` works inside an incident channel. "
             "Run it there, or start one with `/incident declare <title>`."
         )
-    if denial := await authz.authorize(svc, req, route, inc):
-        return Outcome.refused(denial)
+    decision = await authz.decide(svc, req, route, inc)
+    if isinstance(decision, str):
+        return Outcome.refused(decision)
     # Write intent first: the handler's effects and its audit entry are one recoverable unit. The
     # entry (_audit) closes the intent in the same script; one left open because the process died
     # or lost its store in between is repaired into an `interrupted` entry (bot/core/intents.py).
     # If the intent cannot be written, this raises before the handler: nothing ran.
-    await svc.audit.open_intent(
+    await intent_store.store(svc).open(
         req.id,
         command=route.name,
         args=req.command.model_dump(mode="json"),
@@ -58,10 +59,10 @@ async def _decide(svc: Services, req: Request, route: Route, inc: IncidentView |
         started_at=svc.clock.now(),
     )
     try:
-        return await route.call(svc, req, inc)
+        return await route.call(svc, req, inc, decision)
     except Refusal as r:
         return Outcome.refused(r.message, **r.audit)
-    except Exception as exc:
+    except Exception as exc:  # the executor's boundary: any failure is a short reply with a ref, logged whole
         log.exception("handler_failed")
         return _failed(req, exc)
 
@@ -86,7 +87,7 @@ async def _audit(svc: Services, req: Request, route: Route, outcome: Outcome, in
             request_id=req.id,
             intent=req.id,
         )
-    except Exception:
+    except Exception:  # what was done stands; the reply says its audit entry is missing
         log.exception("audit_append_failed")
         note = f"(Firebreak could not write this to the audit log, ref `{req.id}`.)"
         return outcome.model_copy(update={"message": f"{outcome.message} {note}".strip()})
@@ -105,7 +106,7 @@ async def execute(svc: Services, req: Request) -> Outcome:
             inc = await svc.incidents.get(inc_id) if inc_id else None
             structlog.contextvars.bind_contextvars(incident=inc_id)  # for the handler's own log lines
             outcome = await _decide(svc, req, route, inc)
-        except Exception as exc:
+        except Exception as exc:  # the same boundary before the handler: nothing ran, the reply says so
             log.exception("request_failed_before_handler")
             metrics.REQUESTS.labels(route.name, "error", req.source.value).inc()
             text = UNREACHABLE if isinstance(exc, RedisError) else CHECK_FAILED
@@ -119,7 +120,7 @@ async def execute(svc: Services, req: Request) -> Outcome:
         for observe in svc.registry.observers:
             try:
                 await observe(svc, req, outcome, incident)
-            except Exception:
+            except Exception:  # an observer's failure never undoes or hides the outcome
                 log.exception("after_hook_failed", hook=getattr(observe, "__name__", "?"))
         return outcome
 

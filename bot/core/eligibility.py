@@ -1,4 +1,5 @@
-"""Who may sit in a seat (DESIGN §11): policies/roles.yaml's entries against Slack and the on-call.
+"""Who may sit in a seat (docs/security-model.md, "Eligibility"): policies/roles.yaml's entries against Slack and
+the on-call.
 
 A seat's entries are user groups (by handle or id), user ids, ``oncall`` and ``anyone``. Group
 membership comes through the chat port (Slack's usergroups.list, then usergroups.users.list per
@@ -9,7 +10,7 @@ FIREBREAK_GROUP_LOOKUP_TIMEOUT (1.5 s) for Slack; a group Slack did not answer f
 lookup is remembered for a few seconds, so a request that checks several seats (``levers``) or a
 burst of presses waits once, not once per check.
 
-An ``oncall`` entry counts only for the cells a check names (DESIGN §11): the cell a lever, an
+An ``oncall`` entry counts only for the cells a check names (docs/security-model.md): the cell a lever, an
 undo or an approval acts in; for the IC seat, the cells the incident had when it opened (not those
 its IC added later). A check that names no cell (``None``: the fleet context, a grant across
 cells) gives the on-call nothing: being on call for one cell is no power over the fleet. Who is on
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot import logs
-from bot.chat import Chat, ChatError, UserGroup
+from bot.chat import Chat, ChatError, UserGroup, person
 from bot.clock import Clock
 from bot.core.services import Services
 from bot.policy import PolicyError
@@ -207,7 +208,7 @@ class Eligibility:
         parts: list[str] = []
         if alts:
             fix = f": ask an admin of {live[0].name} to add them" if live else ""
-            parts.append(f"<@{user}> isn't {' or '.join(alts)}, which {need} needs{fix}")
+            parts.append(f"{person(user)} isn't {' or '.join(alts)}, which {need} needs{fix}")
         for a in missing:
             parts.append(
                 f"{need} needs {a.name}, which doesn't exist in this Slack workspace: create the user group "

@@ -17,7 +17,6 @@ _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "＂": 
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 _PLACEHOLDER = re.compile(r"<[^<>]+>")
 _OPTIONAL = re.compile(r"\[[^\]]*\]")
-MENTION = re.compile(r"^<@([UW][A-Z0-9]{1,20})(?:\|[^>]*)?>$")
 
 
 class UsageError(Exception):
@@ -78,11 +77,6 @@ def normalise(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     return [m.group(1) if m.group(1) is not None else m.group(2) for m in _TOKEN.finditer(text)]
-
-
-def user_id(token: str) -> str | None:
-    m = MENTION.fullmatch(token.strip())
-    return m.group(1) if m else None
 
 
 @dataclass

@@ -5,7 +5,7 @@ entry closes it in the same script (bot/core/dispatch.py, bot/audit/chain.py). A
 open STALE_AFTER_S after it was written belongs to a request whose process died, or lost its
 store, part-way: its effects may exist with no entry. The repair turns each into that request's
 entry, `command.<name>` with `result: "interrupted"` and what is known (the arguments, what the
-request noted it had made, what the capabilities' INTERRUPTED hooks found or put right), and
+request noted it had made, what the incidents capability's INTERRUPTED repair found or put right), and
 tells the person who ran it in a direct message (the one place that exists whatever the command
 was: a declare may have no incident channel). So nothing that happened stays silent.
 
@@ -24,10 +24,10 @@ from typing import Any
 import structlog
 
 from bot import logs
-from bot.audit import Intent
 from bot.chat import ChatError
 from bot.clock import hhmm, iso
-from bot.core.registry import Hook, Registry
+from bot.core.intent_store import Intent, store
+from bot.core.registry import Port, Registry
 from bot.core.request import SYSTEM_ACTOR, Source
 from bot.core.services import Services
 from bot.scheduler import Job
@@ -50,18 +50,19 @@ class Recovered:
     say: str | None = None  # a sentence for the person who ran it
 
 
-# INTERRUPTED(svc, intent) -> Recovered | None: a capability's repair for its own commands. It may
-# act (declare archives a channel no incident claimed), so it must be safe to run twice: the intent
-# is closed only after every hook has run, and a hook that raises leaves it for the next sweep.
+# INTERRUPTED(svc, intent) -> Recovered | None: the incidents capability's repair for its own
+# commands (only declare needs one). It may act (declare archives a channel no incident claimed), so
+# it must be safe to run twice: the intent is closed only after it has run, and if it raises the
+# intent waits for the next sweep.
 Recover = Callable[[Services, Intent], Awaitable["Recovered | None"]]
-INTERRUPTED: Hook[Recover] = Hook("interrupted")
+INTERRUPTED: Port[Recover] = Port("interrupted")
 
 
 async def repair(svc: Services) -> int:
     """Turn every intent older than STALE_AFTER_S into its `interrupted` entry; how many were."""
     cutoff = svc.clock.now() - STALE_AFTER_S
     done = 0
-    for intent in await svc.audit.intents():
+    for intent in await store(svc).open_ones():
         if intent.started_at > cutoff:
             break  # oldest first: the rest are younger still
         with structlog.contextvars.bound_contextvars(
@@ -75,7 +76,8 @@ async def repair(svc: Services) -> int:
 
 
 async def _repair_one(svc: Services, intent: Intent) -> int:
-    found = [got for hook in svc.registry.hooked(INTERRUPTED) if (got := await hook(svc, intent)) is not None]
+    recover = svc.registry.provided(INTERRUPTED)
+    found = [got] if recover is not None and (got := await recover(svc, intent)) is not None else []
     detail: dict[str, Any] = {
         "source": intent.source,
         "args": intent.args,
@@ -88,7 +90,7 @@ async def _repair_one(svc: Services, intent: Intent) -> int:
     for f in found:
         detail.update(f.detail)
     incident = next((f.incident for f in found if f.incident), intent.incident)
-    if await svc.audit.close_intent(intent, incident=incident, detail=detail) is None:
+    if await store(svc).close(intent, incident=incident, detail=detail) is None:
         return 0  # it finished after all, or another replica repaired it first
     log.warning("intent_repaired", repaired_incident=incident)
     await _tell(svc, intent, incident, [f.say for f in found if f.say])

@@ -45,5 +45,5 @@ async def record(
         if incident is None and channel_id:
             incident = await svc.incidents.by_channel(channel_id)
         await svc.audit.append(action, actor=actor, incident=incident, detail=_kept(detail))
-    except Exception:
+    except Exception:  # the refusal is answered whether or not its audit entry could be written
         log.exception("invalid_input_not_audited", action=action)

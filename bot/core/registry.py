@@ -32,14 +32,20 @@ C = TypeVar("C", bound=Command)
 I = TypeVar("I", bound=IncidentView)  # noqa: E741 - the incident type a capability's handlers take
 F = TypeVar("F")
 D = TypeVar("D", bound=Detail)
+G = TypeVar("G")
+G_co = TypeVar("G_co", covariant=True)
 
 # A handler gets its own command type and, when the route needs one, the incident (never None).
 Handler = Callable[["Services", Request, C, I], Awaitable[Outcome]]
 # Outside an incident channel there is none: such a handler takes the core's view, or None.
 AnywhereHandler = Callable[["Services", Request, C, "IncidentView | None"], Awaitable[Outcome]]
-# A command family's own policy rule, run inside the one policy check: a denial, or None.
-Rule = Callable[["Services", Request, Any], Awaitable["str | None"]]
-Call = Callable[["Services", Request, Any], Awaitable[Outcome]]
+# A command family's own policy rule, run inside the one policy check: a denial, or None, or
+# Allowed(what it found) for a handler that needs the answer (DecidingRule, Registry.command_decided).
+Rule = Callable[["Services", Request, Any], Awaitable["str | Allowed[Any] | None"]]
+DecidingRule = Callable[["Services", Request, Any], Awaitable["str | Allowed[G]"]]
+# Such a handler also gets what its rule found (e.g. the grant a pull is allowed under).
+DecidedHandler = Callable[["Services", Request, C, I, G], Awaitable[Outcome]]
+Call = Callable[["Services", Request, Any, "Allowed[Any] | None"], Awaitable[Outcome]]
 # After every finished request (svc, request, outcome, incident id): keep derived state in step.
 Observer = Callable[["Services", Request, Outcome, "str | None"], Awaitable[None]]
 StartHook = Callable[["Services"], Awaitable[None]]
@@ -72,15 +78,36 @@ class FormSpec:
     check: FormCheck | None = None
 
 
+@dataclass(frozen=True)
+class Allowed(Generic[G_co]):
+    """A rule's yes with what it found, returned from the policy check and handed to the handler
+    as a value (never left in ambient state for a later call to read)."""
+
+    found: G_co
+
+
 class Hook(Generic[F]):
-    """A named extension point. The capability that calls it declares it; others add to it in
-    their ``register``. Only a key: the functions live in the app's Registry."""
+    """A named extension point two or more capabilities listen on. The capability that calls it
+    declares it; others add to it in their ``register``. Only a key: the functions live in the
+    app's Registry. One listener is a Port, not a Hook (tests/core/test_extension_points.py)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def __repr__(self) -> str:
         return f"Hook({self.name!r})"
+
+
+class Port(Generic[F]):
+    """A typed dependency exactly one capability provides: the consumer declares it, the provider's
+    ``register`` passes its function in (``reg.provide``), so a lower layer calls a higher one
+    without importing it. Not provided: the consumer does without it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Port({self.name!r})"
 
 
 @dataclass
@@ -94,6 +121,7 @@ class Registry:
     # Left out of repr: rendering ~50 lines' models in every logged traceback's locals costs seconds.
     timelines: dict[str, Line[Any]] = field(default_factory=dict, repr=False)
     _hooks: dict[str, list[Any]] = field(default_factory=dict)
+    _ports: dict[str, Any] = field(default_factory=dict)
 
     # Commands ---------------------------------------------------------------------------------
 
@@ -108,7 +136,7 @@ class Registry:
         ack: Callable[[C], str] | None = None,
     ) -> None:
         """A command that runs inside an incident: the handler gets the incident, never None."""
-        self._add(model, handler, spec, summary, True, rule, ack)
+        self._add(model, lambda svc, req, cmd, inc, _: handler(svc, req, cmd, inc), spec, summary, True, rule, ack)
 
     def command_anywhere(
         self,
@@ -120,12 +148,32 @@ class Registry:
         rule: Rule | None = None,
     ) -> None:
         """A command that also works outside an incident channel (declare, help)."""
-        self._add(model, handler, spec, summary, False, rule, None)
+        self._add(model, lambda svc, req, cmd, inc, _: handler(svc, req, cmd, inc), spec, summary, False, rule, None)
+
+    def command_decided(
+        self,
+        model: type[C],
+        handler: DecidedHandler[C, I, G],
+        *,
+        rule: DecidingRule[G],
+        spec: Spec | None = None,
+        summary: str = "",
+        ack: Callable[[C], str] | None = None,
+    ) -> None:
+        """An incident command whose handler needs its rule's answer (e.g. which grant allowed a
+        lever pull): the rule returns Allowed(found), and the handler gets ``found``."""
+
+        async def decided(svc: Services, req: Request, cmd: C, inc: I, allowed: Allowed[Any] | None) -> Outcome:
+            if not isinstance(allowed, Allowed):
+                raise RuntimeError(f"{model.name} request {req.id} reached its handler without its rule's decision")
+            return await handler(svc, req, cmd, inc, allowed.found)
+
+        self._add(model, decided, spec, summary, True, rule, ack)
 
     def _add(
         self,
         model: type[C],
-        handler: Callable[..., Awaitable[Outcome]],
+        run: Callable[[Services, Request, C, Any, Allowed[Any] | None], Awaitable[Outcome]],
         spec: Spec | None,
         summary: str,
         needs_incident: bool,
@@ -135,10 +183,10 @@ class Registry:
         if model.name in self.routes:
             raise RuntimeError(f"command {model.name!r} registered twice")
 
-        async def call(svc: Services, req: Request, inc: Any) -> Outcome:
+        async def call(svc: Services, req: Request, inc: Any, allowed: Allowed[Any] | None) -> Outcome:
             if not isinstance(req.command, model):
                 raise TypeError(f"{model.name} route got {type(req.command).__name__}")
-            return await handler(svc, req, req.command, inc)
+            return await run(svc, req, req.command, inc, allowed)
 
         self.routes[model.name] = Route(model.name, model, call, spec, summary, needs_incident, rule, ack)
 
@@ -183,6 +231,15 @@ class Registry:
 
     def hooked(self, hook: Hook[F]) -> list[F]:
         return list(self._hooks.get(hook.name, ()))
+
+    def provide(self, port: Port[F], fn: F) -> None:
+        if port.name in self._ports:
+            raise RuntimeError(f"{port!r} provided twice: two providers make it a Hook")
+        self._ports[port.name] = fn
+
+    def provided(self, port: Port[F]) -> F | None:
+        got: F | None = self._ports.get(port.name)
+        return got
 
     # Typed text -------------------------------------------------------------------------------
 

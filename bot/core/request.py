@@ -22,7 +22,6 @@ class Source(str, Enum):
     button = "button"
     modal = "modal"
     event = "event"
-    console = "console"
     scheduler = "scheduler"
     system = "system"  # Firebreak's own repair work (reconciling levers at start)
     alertmanager = "alertmanager"  # alerts from POST /alertmanager (bearer token checked at the edge)

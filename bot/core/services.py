@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypeVar
 from bot.audit import AuditLog
 from bot.chat import Chat
 from bot.clock import Clock
+from bot.clusters import Clusters
 from bot.config import Settings
 from bot.core.registry import Registry
 from bot.core.request import IncidentView
@@ -39,13 +40,15 @@ class Services:
     scheduler: Scheduler
     registry: Registry
     incidents: IncidentLookup
+    # The fleet's Kubernetes clusters, by kube context (bot/runtime.py builds them from KUBECONFIG).
+    clusters: Clusters
     # The one Prometheus client (bot/runtime.py builds it from settings); None: PROMETHEUS_URL is unset.
     prometheus: PromQuery | None = None
     # A client for another Prometheus, by its base URL (a KEDA trigger's serverAddress): PROMETHEUS_URL's own
     # client for that URL, else one that carries none of Firebreak's credentials (bot/runtime.py). None:
     # this app asks no other Prometheus.
     prometheus_at: Callable[[str], PromQuery] | None = None
-    # What a capability opened and must close at app cleanup (bot/runtime.close), e.g. kube clients.
+    # What was opened and must be closed at app cleanup (bot/runtime.close), e.g. the kube clients.
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _parts: dict[Any, Any] = field(default_factory=dict)
 

@@ -18,7 +18,6 @@ or a table row), backslashes escaped; names and expressions go in code spans (``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -26,15 +25,13 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from bot import logs
-from bot.chat import quote, visible
+from bot.chat import name_people, quote, visible
 from bot.ids import SYSTEM_ACTOR
 
 log = logs.get(__name__)
 
 COMMAND = "command."  # the executor's entry for a request is `command.<name>` (bot/core/dispatch.py)
 TEXT_CHARS = 300  # a person's text on the timeline, at most (the channel has it whole)
-
-_MENTION = re.compile(r"<@([UW][A-Z0-9_]{1,20})>")
 
 
 def command_action(name: str) -> str:
@@ -46,7 +43,7 @@ def command_action(name: str) -> str:
 
 def md(text: str | None, limit: int | None = None) -> str:
     """A person's or an alert's text, safe in Markdown prose (and in table cells, escaped there)."""
-    t = _MENTION.sub(r"@\1", quote(text or ""))
+    t = name_people(quote(text or ""), lambda user: f"@{user}")
     t = " ".join(t.split())
     if limit is not None and len(t) > limit:
         t = t[: limit - 1].rstrip() + "…"

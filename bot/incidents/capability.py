@@ -84,7 +84,7 @@ def register(reg: Registry) -> None:
     # The cells policies/oncall.yaml names are cells Firebreak knows (declare --cell, scope add).
     reg.add(KNOWN_CELLS, scope.oncall_cells)
     # A declare interrupted between its channel and its save: finish or archive (orphans.py).
-    reg.add(INTERRUPTED, orphans.declare_interrupted)
+    reg.provide(INTERRUPTED, orphans.declare_interrupted)
 
     # How its commands read on the postmortem's timeline.
     reg.timeline(Declare, timeline.Declared, timeline.declared)

@@ -7,8 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from bot.chat import quote, visible
-from bot.core.grammar import user_id
+from bot.chat import person_of, quote, visible
 from bot.core.request import Command
 from bot.ids import CELL_NAME, HANDOFF_ID
 from bot.policy.roles import ROLES
@@ -26,7 +25,7 @@ def _sev(v: object) -> object:
 
 
 def _user(v: object) -> str:
-    uid = user_id(str(v))
+    uid = person_of(str(v))
     if uid is None:
         raise ValueError(f"`{quote(str(v)[:30])}` is not a Slack user: mention them, like @alex")
     return uid

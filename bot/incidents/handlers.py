@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from redis.exceptions import RedisError
 
-from bot.chat import ChatError, quote
+from bot.chat import ChatError, channel_ref, person, quote
 from bot.clock import hhmm
 from bot.core.authz import after_resolve
 from bot.core.eligibility import eligibility, oncall_now
 from bot.core.hooks import ON_RESOLVE, STATUS_LINE
+from bot.core.intent_store import store as intent_store
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.incidents import orphans, rules, scope, views
@@ -68,7 +69,7 @@ async def open_incident(
         # The channel exists, the incident not yet: the request's intent says so first, so a
         # process that dies before the save leaves its repair the channel (bot/incidents/orphans.py).
         if request_id:
-            await svc.audit.note_intent(request_id, channel=channel_id, channel_name=name, number=number)
+            await intent_store(svc).note(request_id, channel=channel_id, channel_name=name, number=number)
     except RedisError:
         # Nothing was saved, and nothing can be: the channel would be an orphan. Archive it now.
         raise NotOpened(await orphans.archive_now(svc, channel_id, f"INC-{number}", title, declarer)) from None
@@ -103,7 +104,7 @@ async def open_incident(
         try:
             await svc.chat.invite(channel_id, people)
         except ChatError as f:
-            who = "you" if people == [declarer] else ", ".join("you" if p == declarer else f"<@{p}>" for p in people)
+            who = "you" if people == [declarer] else ", ".join("you" if p == declarer else person(p) for p in people)
             problems.append(f"{who} could not be invited to the channel ({f.error})")
     try:
         ts = await svc.chat.post(channel_id, views.card_text(inc), views.incident_card(inc))
@@ -149,10 +150,11 @@ async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView 
         return Outcome(result="error", message=f"{e} (ref `{req.id}`)", audit={"not_opened": str(e)})
     due = f" First update due {hhmm(inc.next_update_due)} UTC." if inc.next_update_due else ""
     audit = {"incident_channel": inc.channel_id, "sev": inc.sev, "cells": inc.cells, "private": inc.private}
+    where = channel_ref(inc.channel_id) if inc.channel_id else "its channel"
     if problems:
         # Still ok: the incident exists, so its timers and audit belong to it like any other.
         return Outcome(
-            message=f"{inc.id} (SEV{inc.sev}) is open in <#{inc.channel_id}> and you are IC, but "
+            message=f"{inc.id} (SEV{inc.sev}) is open in {where} and you are IC, but "
             f"{'; '.join(problems)}; run `/incident status` there.{due}",
             incident_id=inc.id,
             audit={**audit, "problems": problems},
@@ -163,7 +165,7 @@ async def declare(svc: Services, req: Request, cmd: Declare, _inc: IncidentView 
         else ""
     )
     return Outcome(
-        message=f"Declared {inc.id} (SEV{inc.sev}) in <#{inc.channel_id}>; you are IC.{due}{private}",
+        message=f"Declared {inc.id} (SEV{inc.sev}) in {where}; you are IC.{due}{private}",
         incident_id=inc.id,
         audit=audit,
     )
@@ -176,7 +178,7 @@ async def raise_to(svc: Services, inc: Incident, sev: int, reason: str, actor: s
         warn = await announce(
             svc,
             inc.id,
-            f":rotating_light: {inc.id} raised SEV{change.before} → SEV{sev} by <@{actor}>: {quote(reason)}",
+            f":rotating_light: {inc.id} raised SEV{change.before} → SEV{sev} by {person(actor)}: {quote(reason)}",
         )
         warn2 = await refresh_card(svc, inc.id)
         return Outcome(
@@ -218,7 +220,7 @@ async def assess(svc: Services, req: Request, cmd: Assess, inc: Incident) -> Out
 
 
 def _roles_line(inc: Incident) -> str:
-    return ", ".join(f"{r} <@{inc.roles[r].user}>" for r in ROLES if r in inc.roles) or "none"
+    return ", ".join(f"{r} {person(inc.roles[r].user)}" for r in ROLES if r in inc.roles) or "none"
 
 
 async def status(svc: Services, req: Request, cmd: Status, inc: Incident) -> Outcome:
@@ -233,7 +235,8 @@ async def status(svc: Services, req: Request, cmd: Status, inc: Incident) -> Out
         parts.append(
             "Pending handoffs: "
             + ", ".join(
-                f"{h.id} {ROLE_TITLES[h.role]} → <@{h.to_user}> (since {hhmm(h.requested_at)} UTC)" for h in waiting
+                f"{h.id} {ROLE_TITLES[h.role]} → {person(h.to_user)} (since {hhmm(h.requested_at)} UTC)"
+                for h in waiting
             )
         )
     for line in svc.registry.hooked(STATUS_LINE):
@@ -250,13 +253,14 @@ async def _set_status(svc: Services, req: Request, inc: Incident, new: St) -> Ou
     if change.code is not StatusSet.CHANGED:
         raise Refusal(f"{inc.id} is {change.before}; it cannot go back to {new.value}.")
     tail = f" Still answered here: {after_resolve(svc)}." if new is St.resolved else " Reminders stop; keep watching."
-    warn = await announce(svc, inc.id, f":large_green_circle: {inc.id} marked *{new.value}* by <@{req.actor}>.{tail}")
+    warn = await announce(
+        svc, inc.id, f":large_green_circle: {inc.id} marked *{new.value}* by {person(req.actor)}.{tail}"
+    )
     warn2 = await refresh_card(svc, inc.id)
     lines: list[str] = []
-    if new is St.resolved:
-        # What it leaves behind: requests that never ran are cancelled, levers in force listed (levers/resolve.py).
-        for close in svc.registry.hooked(ON_RESOLVE):
-            lines += await close(svc, inc, req.actor)
+    # What it leaves behind: requests that never ran are cancelled, levers in force listed (levers/resolve.py).
+    if new is St.resolved and (close := svc.registry.provided(ON_RESOLVE)) is not None:
+        lines += await close(svc, inc, req.actor)
     return Outcome(
         message="\n".join([joined(f"{inc.id} is now {new.value}.", warn, warn2), *lines]),
         audit={"status_from": change.before, "status_to": new.value},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat import ChatError
+from bot.chat import ChatError, person
 from bot.core.eligibility import eligibility
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
@@ -17,7 +17,7 @@ from bot.policy.roles import ROLE_TITLES, seated
 async def role_rule(svc: Services, req: Request, inc: IncidentView | None) -> str | None:
     """`role` is the IC's, except `role ic <@self>`: anyone IC-eligible may take an empty IC seat
     (an incident an alert opened with nobody on call) or one held by someone not IC-eligible (a
-    squatter: DESIGN §11); the handler checks both. policies/commands.yaml lets `receiver` (the
+    squatter: docs/security-model.md); the handler checks both. policies/commands.yaml lets `receiver` (the
     person the command names) through to this rule, which refuses everyone else."""
     cmd = req.command
     if inc is None or req.source.is_system or inc.holder("ic") == req.actor:
@@ -27,7 +27,7 @@ async def role_rule(svc: Services, req: Request, inc: IncidentView | None) -> st
     if inc.holder("ic") is None:
         return (
             f"Only the IC can run `role` in {inc.id}, and its IC seat is empty: "
-            f"take it yourself with `/incident role ic <@{req.actor}>`."
+            f"take it yourself with `/incident role ic {person(req.actor)}`."
         )
     return f"Only the IC can run `role` in {inc.id} ({seated(inc, ['ic'])})."
 
@@ -62,21 +62,26 @@ async def role(svc: Services, req: Request, cmd: Role, inc: Incident) -> Outcome
     changed = await repo(svc).set_role(inc.id, cmd.role, cmd.user, req.actor, svc.clock.now())
     seat = ROLE_TITLES[cmd.role]
     if not changed:
-        return Outcome(message=f"<@{cmd.user}> is already {seat} in {inc.id}.")
+        return Outcome(message=f"{person(cmd.user)} is already {seat} in {inc.id}.")
     # Not being able to invite does not undo the role: the reply says so, the announce says who holds it.
     invite_error = await _invite(svc, inc, cmd.user)
     prev = inc.holder(cmd.role)
     warn = await announce(
-        svc, inc.id, f":busts_in_silhouette: <@{cmd.user}> is now {ROLE_TITLES[cmd.role]} (set by <@{req.actor}>)."
+        svc,
+        inc.id,
+        f":busts_in_silhouette: {person(cmd.user)} is now {ROLE_TITLES[cmd.role]} (set by {person(req.actor)}).",
     )
     warn2 = await refresh_card(svc, inc.id)
     audit = {"role": cmd.role, "user": cmd.user, "previous": prev}
     if invite_error:
         audit["invite_failed"] = invite_error
-    replacing = f" (replacing <@{prev}>)" if prev and prev != cmd.user else ""
+    replacing = f" (replacing {person(prev)})" if prev and prev != cmd.user else ""
     return Outcome(
         message=joined(
-            f"<@{cmd.user}> is now {seat} in {inc.id}{replacing}.", _invite_warning(cmd.user, invite_error), warn, warn2
+            f"{person(cmd.user)} is now {seat} in {inc.id}{replacing}.",
+            _invite_warning(cmd.user, invite_error),
+            warn,
+            warn2,
         ),
         audit=audit,
     )
@@ -88,11 +93,11 @@ async def _take_empty_ic(svc: Services, req: Request, inc: Incident) -> Outcome:
     got = await repo(svc).take_seat(inc.id, "ic", req.actor, svc.clock.now())
     if got.code is SeatTaken.HELD:
         raise Refusal(
-            f"<@{got.detail}> took the IC seat of {inc.id} first; ask them for a handoff if you should have it.",
+            f"{person(got.detail)} took the IC seat of {inc.id} first; ask them for a handoff if you should have it.",
             holder=got.detail,
         )
     invite_error = await _invite(svc, inc, req.actor)
-    warn = await announce(svc, inc.id, f":busts_in_silhouette: <@{req.actor}> took the empty IC seat of {inc.id}.")
+    warn = await announce(svc, inc.id, f":busts_in_silhouette: {person(req.actor)} took the empty IC seat of {inc.id}.")
     warn2 = await refresh_card(svc, inc.id)
     audit: dict[str, object] = {"role": "ic", "user": req.actor, "previous": None, "empty_seat": True}
     if invite_error:
@@ -110,7 +115,7 @@ async def _take_empty_ic(svc: Services, req: Request, inc: Incident) -> Outcome:
 
 async def _take_from_ineligible(svc: Services, req: Request, inc: Incident) -> Outcome:
     """Someone IC-eligible takes the IC seat from a holder who is not (anyone may declare, and the
-    declarer is IC: DESIGN §11). Both are judged on the cells the incident opened with; while Slack
+    declarer is IC: docs/security-model.md). Both are judged on the cells the incident opened with; while Slack
     can't say whether the holder is eligible, the seat stays where it is. The swap is one Lua step
     that takes the seat only from the holder judged here."""
     holder = inc.holder("ic")
@@ -119,21 +124,21 @@ async def _take_from_ineligible(svc: Services, req: Request, inc: Incident) -> O
     theirs = await eligibility(svc).check(holder, "ic", inc.ic_cells)
     if theirs.ok:
         raise Refusal(
-            f"<@{holder}> is IC of {inc.id} and may hold the seat: ask them for a handoff "
-            f"(`/incident handoff ic <@{req.actor}>`, theirs to run); nothing changed.",
+            f"{person(holder)} is IC of {inc.id} and may hold the seat: ask them for a handoff "
+            f"(`/incident handoff ic {person(req.actor)}`, theirs to run); nothing changed.",
             holder=holder,
         )
     if theirs.unanswered:
         raise Refusal(theirs.refusal("the IC seat is taken from nobody"), holder=holder, **theirs.audit())
     got = await repo(svc).take_seat(inc.id, "ic", req.actor, svc.clock.now(), from_user=holder)
     if got.code is SeatTaken.HELD:
-        now = f"<@{got.detail}> holds it now" if got.detail else "it is empty now"
+        now = f"{person(got.detail)} holds it now" if got.detail else "it is empty now"
         raise Refusal(f"The IC seat of {inc.id} changed hands meanwhile ({now}); nothing changed.", holder=got.detail)
     invite_error = await _invite(svc, inc, req.actor)
     warn = await announce(
         svc,
         inc.id,
-        f":busts_in_silhouette: <@{req.actor}> took the IC seat of {inc.id} from <@{holder}>, who isn't "
+        f":busts_in_silhouette: {person(req.actor)} took the IC seat of {inc.id} from {person(holder)}, who isn't "
         f"IC-eligible for it ({theirs.why}).",
     )
     warn2 = await refresh_card(svc, inc.id)
@@ -148,7 +153,7 @@ async def _take_from_ineligible(svc: Services, req: Request, inc: Incident) -> O
         audit["invite_failed"] = invite_error
     return Outcome(
         message=joined(
-            f"You are now Incident Commander of {inc.id}, taken from <@{holder}>, who isn't IC-eligible for it.",
+            f"You are now Incident Commander of {inc.id}, taken from {person(holder)}, who isn't IC-eligible for it.",
             _invite_warning(req.actor, invite_error),
             warn,
             warn2,
@@ -169,7 +174,7 @@ async def _invite(svc: Services, inc: Incident, user: str) -> str | None:
 
 
 def _invite_warning(user: str, error: str | None) -> str | None:
-    return f"(could not invite <@{user}> to the channel: {error}; ask them to join)" if error else None
+    return f"(could not invite {person(user)} to the channel: {error}; ask them to join)" if error else None
 
 
 async def _show_accepted(svc: Services, inc: Incident, h: HandoffRecord, accepted_at: float) -> str | None:
@@ -192,11 +197,11 @@ async def _show_accepted(svc: Services, inc: Incident, h: HandoffRecord, accepte
 async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> Outcome:
     store = repo(svc)
     if inc.holder(cmd.role) == cmd.user:
-        raise Refusal(f"<@{cmd.user}> is already {ROLE_TITLES[cmd.role]} in {inc.id}.")
+        raise Refusal(f"{person(cmd.user)} is already {ROLE_TITLES[cmd.role]} in {inc.id}.")
     dup = await store.pending_handoff(inc.id, cmd.role, cmd.user)
     if dup is not None:
         raise Refusal(
-            f"{dup.id} is already waiting for <@{cmd.user}> to accept {ROLE_TITLES[cmd.role]}; "
+            f"{dup.id} is already waiting for {person(cmd.user)} to accept {ROLE_TITLES[cmd.role]}; "
             "they press Accept on it.",
             handoff=dup.id,
         )
@@ -218,7 +223,7 @@ async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> O
     )
     invite_error = await _invite(svc, inc, cmd.user)
     invited = (
-        f"(could not invite <@{cmd.user}> to the channel: {invite_error}; ask them to join to press Accept)"
+        f"(could not invite {person(cmd.user)} to the channel: {invite_error}; ask them to join to press Accept)"
         if invite_error
         else None
     )
@@ -227,7 +232,7 @@ async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> O
     except ChatError as f:
         # Never shown, so never acceptable: closed now rather than left pending (nudges, stray Accepts).
         await store.fail_handoff(inc.id, h.id)
-        holder = f"<@{h.from_user}>" if h.from_user else "nobody"
+        holder = person(h.from_user) if h.from_user else "nobody"
         return Outcome(
             result="error",
             message=f"Handoff {h.id} could not be posted in the channel ({f.error}); "
@@ -242,7 +247,7 @@ async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> O
             done_warn = await _show_accepted(svc, inc, done, done.accepted_at or now)
             return Outcome(
                 message=joined(
-                    f"Handoff {h.id} posted and already accepted: <@{cmd.user}> is now {ROLE_TITLES[cmd.role]}.",
+                    f"Handoff {h.id} posted and already accepted: {person(cmd.user)} is now {ROLE_TITLES[cmd.role]}.",
                     invited,
                     done_warn,
                 ),
@@ -257,7 +262,8 @@ async def handoff(svc: Services, req: Request, cmd: Handoff, inc: Incident) -> O
             )
     return Outcome(
         message=joined(
-            f"Handoff {h.id} posted: {ROLE_TITLES[cmd.role]} to <@{cmd.user}>. It takes effect when they press Accept.",
+            f"Handoff {h.id} posted: {ROLE_TITLES[cmd.role]} to {person(cmd.user)}. "
+            "It takes effect when they press Accept.",
             invited,
         ),
         audit={"handoff": h.id, "role": cmd.role, "from": h.from_user, "to": cmd.user, "threads": cmd.threads},
@@ -283,12 +289,12 @@ async def accept(svc: Services, req: Request, cmd: Accept, inc: Incident) -> Out
     if change.code is HandoffAccepted.MISSING or h is None:
         raise Refusal(f"Handoff {cmd.handoff} does not exist in {inc.id}.")
     if change.code is HandoffAccepted.NOT_RECEIVER:
-        raise Refusal(f"Only <@{h.to_user}> can accept this handoff.", handoff=h.id)
+        raise Refusal(f"Only {person(h.to_user)} can accept this handoff.", handoff=h.id)
     if change.code is HandoffAccepted.NOT_PENDING:
         why = _CLOSED.get(change.detail, f"is {change.detail}")
         raise Refusal(f"Handoff {h.id} {why}.", handoff=h.id)
     if change.code is HandoffAccepted.SUPERSEDED:
-        now_holder = f"<@{change.detail}> holds it now" if change.detail else "nobody holds it now"
+        now_holder = f"{person(change.detail)} holds it now" if change.detail else "nobody holds it now"
         raise Refusal(
             f"Handoff {h.id} is out of date: {ROLE_TITLES[h.role]} changed hands after it was posted "
             f"({now_holder}). Nothing changed; ask them for a new handoff.",
@@ -302,8 +308,8 @@ async def accept(svc: Services, req: Request, cmd: Accept, inc: Incident) -> Out
     warn = await announce(
         svc,
         inc.id,
-        f":handshake: <@{h.to_user}> accepted {ROLE_TITLES[h.role]} from "
-        + (f"<@{h.from_user}>." if h.from_user else "nobody (the seat was empty)."),
+        f":handshake: {person(h.to_user)} accepted {ROLE_TITLES[h.role]} from "
+        + (f"{person(h.from_user)}." if h.from_user else "nobody (the seat was empty)."),
     )
     warn2 = await refresh_card(svc, inc.id)
     return Outcome(

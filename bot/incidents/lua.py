@@ -95,23 +95,6 @@ end
 return {1, st}
 """
 
-# KEYS: incident. ARGV: now, text, interval_sev1..4 (seconds).
-# -> {code, next_due}; code 1 recorded, -2 resolved, -3 missing.
-UPDATE_RECORD = """
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {-3, ''} end
-if st == 'resolved' then return {-2, ''} end
-local sev = tonumber(redis.call('HGET', KEYS[1], 'sev'))
-local now = tonumber(ARGV[1])
-redis.call('HSET', KEYS[1], 'last_update_at', ARGV[1], 'last_update_text', ARGV[2])
-if st == 'active' then
-  local due = now + tonumber(ARGV[2 + sev])
-  redis.call('HSET', KEYS[1], 'next_update_due', tostring(due))
-  return {1, tostring(due)}
-end
-return {1, ''}
-"""
-
 # KEYS: handoff, roles, tenure, incident. ARGV: clicker, now.
 # -> {code, role, detail}; 1 accepted, -1 not the receiver, -2 not pending (detail: its status),
 # -3 missing, -4 incident resolved, -5 superseded: the role changed hands since the handoff
@@ -187,52 +170,6 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode({user=ARGV[2], since=now, by=ARGV[2]}))
 redis.call('RPUSH', KEYS[2], cjson.encode({role=ARGV[1], user=ARGV[2], event='assumed', at=now, by=ARGV[2]}))
 return {1, ''}
-"""
-
-# KEYS: incident, alerts (fingerprint -> record JSON), delivery (this delivery's result).
-# ARGV: received_at, keep_seconds, then one record JSON per alert (status firing|resolved).
-# Each fingerprint is a little state machine: firing counts when it is new or was resolved,
-# resolved counts when it is new or was firing; the same status again changes nothing (so a
-# redelivery, or Alertmanager's partial-then-full group, adds nothing). A firing alert moves
-# detected_at back to its arrival when that is earlier. The result is kept per delivery, so a
-# retried delivery gets the same answer (and posts the same summary once) instead of "nothing new".
-# -> {code, result}; code 1 recorded, 2 this delivery was recorded before (result as then),
-# -2 resolved, -3 missing. result: JSON {fired = [i…], cleared = [i…]}, 1-based ARGV positions after
-# the first two ({} when empty: cjson cannot tell an empty list from an empty object).
-ALERTS_RECORD = """
-local done = redis.call('GET', KEYS[3])
-if done then return {2, done} end
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return {-3, ''} end
-if st == 'resolved' then return {-2, ''} end
-local received = tonumber(ARGV[1])
-local fired, cleared = {}, {}
-for i = 3, #ARGV do
-  local a = cjson.decode(ARGV[i])
-  local raw = redis.call('HGET', KEYS[2], a.fingerprint)
-  local old = raw and cjson.decode(raw)
-  if a.status == 'firing' then
-    if not old or old.status ~= 'firing' then
-      redis.call('HSET', KEYS[2], a.fingerprint, ARGV[i])
-      fired[#fired + 1] = i - 2
-    end
-  elseif not old then
-    a.resolved_at = received
-    redis.call('HSET', KEYS[2], a.fingerprint, cjson.encode(a))
-    cleared[#cleared + 1] = i - 2
-  elseif old.status == 'firing' then
-    old.status, old.ends_at, old.resolved_at = 'resolved', a.ends_at, received
-    redis.call('HSET', KEYS[2], a.fingerprint, cjson.encode(old))
-    cleared[#cleared + 1] = i - 2
-  end
-end
-if #fired > 0 then
-  local det = tonumber(redis.call('HGET', KEYS[1], 'detected_at') or '')
-  if not det or received < det then redis.call('HSET', KEYS[1], 'detected_at', ARGV[1]) end
-end
-local result = cjson.encode({fired = fired, cleared = cleared})
-redis.call('SET', KEYS[3], result, 'EX', ARGV[2])
-return {1, result}
 """
 
 # KEYS: incident hash. ARGV: cell. -> 1 added, 0 already in scope, -2 resolved, -3 missing.

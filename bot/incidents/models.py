@@ -68,7 +68,7 @@ class Incident(BaseModel):
 
     @property
     def ic_cells(self) -> list[str]:
-        """Where the on-call is IC-eligible for this incident (DESIGN §11)."""
+        """Where the on-call is IC-eligible for this incident (docs/security-model.md, "Eligibility")."""
         return self.opened_cells if self.opened_cells is not None else self.cells
 
     def holders(self, user: str) -> list[str]:
@@ -97,20 +97,3 @@ class HandoffRecord(BaseModel):
     def _lua_empty(cls, v: object) -> object:
         # Lua's cjson turns an empty list into {} on the way back.
         return [] if v == {} else v
-
-
-class AlertRecord(BaseModel):
-    """One Alertmanager alert as an incident keeps it (per fingerprint), for the timeline and the
-    postmortem: when it started (``starts_at``, RFC 3339 as Alertmanager sent it), where its
-    expression lives (``generator_url``), its labels, and when Firebreak heard of it."""
-
-    fingerprint: str
-    status: str  # firing | resolved
-    alertname: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    summary: str = ""  # its annotations.summary
-    starts_at: str = ""
-    ends_at: str = ""  # set once resolved
-    generator_url: str = ""
-    received_at: float  # the arrival of the delivery that brought it (firing: its detection)
-    resolved_at: float | None = None  # the arrival of the delivery that said it resolved

@@ -17,9 +17,9 @@ its messages stay readable), costs only the number, and the person is told which
 from __future__ import annotations
 
 from bot import logs
-from bot.audit import Intent
-from bot.chat import ChatError, quote
+from bot.chat import ChatError, channel_ref, person, quote
 from bot.clock import hhmm
+from bot.core.intent_store import Intent
 from bot.core.intents import STALE_AFTER_S, Recovered
 from bot.core.services import Services
 from bot.ids import SYSTEM_ACTOR
@@ -31,7 +31,7 @@ log = logs.get(__name__)
 async def archive_orphan(svc: Services, channel: str, inc_id: str, title: str, actor: str, at: float) -> None:
     """Say why in the channel, then archive it. Raises ChatError when Slack refuses the archive;
     one already archived counts as done."""
-    by = "opened by Firebreak from Alertmanager alerts" if actor == SYSTEM_ACTOR else f"declared by <@{actor}>"
+    by = "opened by Firebreak from Alertmanager alerts" if actor == SYSTEM_ACTOR else f"declared by {person(actor)}"
     note = (
         f":file_cabinet: This channel was created for {inc_id} ({quote(title)}), {by} at "
         f"{hhmm(at)} UTC, but Firebreak stopped before it saved the incident. Nothing is tracked here, so "
@@ -54,17 +54,17 @@ async def archive_now(svc: Services, channel: str, inc_id: str, title: str, acto
         await archive_orphan(svc, channel, inc_id, title, actor, svc.clock.now())
     except ChatError as f:
         return (
-            f"{lost}, and the channel it had created, <#{channel}>, could not be archived ({f.error}): "
+            f"{lost}, and the channel it had created, {channel_ref(channel)}, could not be archived ({f.error}): "
             "archive it by hand. Declare again in a minute."
         )
-    return f"{lost}; the channel it had created, <#{channel}>, is archived. Declare again in a minute."
+    return f"{lost}; the channel it had created, {channel_ref(channel)}, is archived. Declare again in a minute."
 
 
 def unsure(inc_id: str, channel: str) -> str:
     """The reply when the store failed while the incident was being saved: it may or may not exist."""
     minutes = round(STALE_AFTER_S / 60)
     return (
-        f"Firebreak lost its store while saving {inc_id}; its channel <#{channel}> exists, {inc_id} may not. "
+        f"Firebreak lost its store while saving {inc_id}; its channel {channel_ref(channel)} exists, {inc_id} may not. "
         f"In a minute, run `/incident status` there: if it answers, {inc_id} is open and you are IC. If not, "
         f"declare again; Firebreak archives the unused channel within {minutes} minutes and tells you."
     )
@@ -89,13 +89,14 @@ async def declare_interrupted(svc: Services, intent: Intent) -> Recovered | None
         return Recovered(
             detail={"incident_channel": channel},
             incident=owner,
-            say=f"{owner} is open in <#{channel}> and you are IC; run `/incident status` there to check its card.",
+            say=f"{owner} is open in {channel_ref(channel)} and you are IC; "
+            "run `/incident status` there to check its card.",
         )
     await archive_orphan(svc, channel, inc_id, str(intent.args.get("title") or ""), intent.actor, intent.started_at)
     return Recovered(
         detail={"incident_channel": channel, "archived": True, "unsaved": inc_id},
         say=(
-            f"{inc_id} was never saved, so its channel <#{channel}> was archived and {inc_id} will not be used. "
-            "If you have not declared again since, run `/incident declare` now."
+            f"{inc_id} was never saved, so its channel {channel_ref(channel)} was archived "
+            f"and {inc_id} will not be used. If you have not declared again since, run `/incident declare` now."
         ),
     )

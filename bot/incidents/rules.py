@@ -1,6 +1,6 @@
 """The incident's pure rules: the four-axis SEV matrix, the first update's due, the channel name.
 
-A SEV raise or an update moves the next due inside Redis (lua.SEV_RAISE, lua.UPDATE_RECORD),
+A SEV raise or an update moves the next due inside Redis (lua.SEV_RAISE, bot/comms/lua.UPDATE_RECORD),
 from the stored state; only the first due is computed here.
 """
 
@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from bot.chat import unescape, visible
+from bot.chat import words
 from bot.clock import ymd
 from bot.policy.models import CadencePolicy, SeverityPolicy
 
@@ -80,15 +80,8 @@ def first_due(declared_at: float, sev: int, policy: CadencePolicy) -> float:
     return declared_at + policy.first_update_minutes.get(sev, policy.interval_minutes[sev]) * 60
 
 
-# Chat markup in a title: pings and mentions name no words of the title; a link keeps its label.
-_PING = re.compile(r"<[!@#][^<>]*>")
-_LINK = re.compile(r"<([^<>|]*)\|([^<>]*)>|<([^<>]*)>")
-
-
 def slugify(text: str, limit: int) -> str:
-    # The title as the chat sent it: drop <!channel>/<@U1>/<#C1> and decode &lt; (no "lt-channel-gt").
-    text = _LINK.sub(lambda m: f" {m.group(2) or m.group(1) or m.group(3)} ", _PING.sub(" ", text))
-    text = visible(unescape(text))
+    text = words(text)  # the title as the chat sent it, markup dropped (no "lt-channel-gt")
     # Fold accents first (ñandú -> nandu) so non-ASCII titles keep their words.
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")

@@ -1,4 +1,5 @@
-"""`/incident scope add <cell>`: the IC widens the incident to another cell (DESIGN §2).
+"""`/incident scope add <cell>`: the IC widens the incident to another cell
+(docs/security-model.md, "Scope, private incidents and resolve").
 
 A lever acts only inside the incident's cells (levers/scope.py), so this is the one way to reach
 another cell. The cell must be one Firebreak knows (a kube context, a cell of the levers policy or
@@ -9,6 +10,7 @@ shown on the card. `declare --cell` takes known cells only, by the same list (``
 
 from __future__ import annotations
 
+from bot.chat import person
 from bot.core.eligibility import oncall_now
 from bot.core.hooks import KNOWN_CELLS
 from bot.core.request import Outcome, Refusal, Request
@@ -80,7 +82,7 @@ async def scope_add(svc: Services, req: Request, cmd: ScopeAdd, inc: Incident) -
     warn = await announce(
         svc,
         inc.id,
-        f":round_pushpin: <@{req.actor}> widened {inc.id}'s scope to {cell} (cells: {', '.join(after)}). "
+        f":round_pushpin: {person(req.actor)} widened {inc.id}'s scope to {cell} (cells: {', '.join(after)}). "
         "Levers may now act there.",
     )
     warn2 = await refresh_card(svc, inc.id)

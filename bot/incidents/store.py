@@ -12,7 +12,7 @@ from redis.typing import EncodableT, FieldT
 
 from bot.core.services import Services
 from bot.incidents import lua
-from bot.incidents.models import AlertRecord, HandoffRecord, Incident, RoleHolder, Status, Tenure
+from bot.incidents.models import HandoffRecord, Incident, RoleHolder, Status, Tenure
 from bot.policy.models import CadencePolicy
 from bot.store import Keys, Redis, Write, script, text, write
 
@@ -82,14 +82,6 @@ class StatusSet(IntEnum):
     MISSING = -3
 
 
-class UpdateRecorded(IntEnum):
-    """lua.UPDATE_RECORD"""
-
-    RECORDED = 1
-    RESOLVED = -2
-    MISSING = -3
-
-
 class HandoffAccepted(IntEnum):
     """lua.HANDOFF_ACCEPT"""
 
@@ -117,44 +109,8 @@ class SeatTaken(IntEnum):
     HELD = 0  # detail: who holds it
 
 
-class AlertsRecorded(IntEnum):
-    """lua.ALERTS_RECORD"""
-
-    RECORDED = 1
-    REPLAYED = 2  # this delivery was recorded before: the same result as then
-    RESOLVED = -2
-    MISSING = -3
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """lua.ALERTS_RECORD: which of the alerts passed in changed the record (0-based positions)."""
-
-    code: AlertsRecorded
-    fired: list[int]
-    cleared: list[int]
-
-
-ALERTS_PER_SCRIPT = 1000
-# How long a delivery's recorded result is kept (a redelivery of the job comes within minutes).
-DELIVERY_KEEP_S = 7 * 86400
-
-
 def _sev_lowered_key(inc_id: str) -> str:
     return f"fb:inc:{{{inc_id}}}:sev-lowered"
-
-
-def _alerts_key(inc_id: str) -> str:
-    return f"fb:inc:{{{inc_id}}}:alerts"
-
-
-def _delivery_key(inc_id: str, delivery: str) -> str:
-    return f"fb:inc:{{{inc_id}}}:alerts:delivery:{delivery}"
-
-
-def _positions(v: object) -> list[int]:
-    # Lua's cjson writes an empty list as {}.
-    return [int(i) - 1 for i in v] if isinstance(v, list) else []
 
 
 E = TypeVar("E", bound=IntEnum)
@@ -174,12 +130,10 @@ class IncidentRepo:
         self._sev_lower = script(redis, lua.SEV_LOWER)
         self._status = script(redis, lua.STATUS_SET)
         self._role = script(redis, lua.ROLE_SET)
-        self._update = script(redis, lua.UPDATE_RECORD)
         self._accept = script(redis, lua.HANDOFF_ACCEPT)
         self._fail_handoff = script(redis, lua.HANDOFF_FAIL)
         self._handoff_posted = script(redis, lua.HANDOFF_POSTED, deadline=False)  # records a post made
         self._seat_take = script(redis, lua.SEAT_TAKE)
-        self._alerts = script(redis, lua.ALERTS_RECORD)
         self._scope_add = script(redis, lua.SCOPE_ADD)
 
     # Writes go through bot.store.write: deadlined, so none lands after its caller gave up.
@@ -282,45 +236,6 @@ class IncidentRepo:
         )
         return Change(SeatTaken(int(code)), None, str(holder))
 
-    # Alerts (bot/signals records them; the postmortem reads them) ------------------------------
-
-    async def record_alerts(
-        self, inc_id: str, delivery: str, received_at: float, alerts: list[AlertRecord]
-    ) -> Recorded:
-        """Record one delivery's alerts for this incident (lua.ALERTS_RECORD). ``delivery`` names the
-        delivery and its part, so a retry of the same part answers as the first time did.
-
-        In chunks of ALERTS_PER_SCRIPT (one script's arguments must fit Lua's stack); a chunk
-        whose incident was resolved or is missing ends the recording with that code."""
-        code, fired, cleared = AlertsRecorded.RECORDED, [], []
-        for start in range(0, len(alerts), ALERTS_PER_SCRIPT):
-            chunk = alerts[start : start + ALERTS_PER_SCRIPT]
-            raw_code, result = await self._alerts(
-                keys=[Keys.incident(inc_id), _alerts_key(inc_id), _delivery_key(inc_id, f"{delivery}/{start}")],
-                args=[repr(received_at), DELIVERY_KEEP_S, *(a.model_dump_json() for a in chunk)],
-            )
-            code = AlertsRecorded(int(raw_code))
-            if code in (AlertsRecorded.RESOLVED, AlertsRecorded.MISSING):
-                break
-            got = json.loads(result) if result else {}
-            fired += [start + i for i in _positions(got.get("fired"))]
-            cleared += [start + i for i in _positions(got.get("cleared"))]
-        return Recorded(code, fired, cleared)
-
-    async def delivery_recorded(self, inc_id: str, delivery: str) -> bool:
-        """Was this delivery part recorded for the incident before (record_alerts' first chunk)?"""
-        return bool(await self.r.exists(_delivery_key(inc_id, f"{delivery}/0")))
-
-    async def alert_records(self, inc_id: str, fingerprints: list[str] | None = None) -> dict[str, AlertRecord]:
-        """The incident's alerts by fingerprint (all of them, or those of ``fingerprints`` it has)."""
-        if fingerprints is None:
-            raw = await self.r.hgetall(_alerts_key(inc_id))
-            return {str(fp): AlertRecord.model_validate_json(v) for fp, v in raw.items()}
-        if not fingerprints:
-            return {}
-        vals = await self.r.hmget(_alerts_key(inc_id), fingerprints)
-        return {fp: AlertRecord.model_validate_json(v) for fp, v in zip(fingerprints, vals, strict=True) if v}
-
     async def tenure(self, inc_id: str) -> list[Tenure]:
         """Fold the assumed/renounced events into one record per stint."""
         out: list[Tenure] = []
@@ -334,15 +249,6 @@ class IncidentRepo:
                         t.renounced_at, t.renounced_by = ev["at"], ev["by"]
                         break
         return out
-
-    async def record_update(
-        self, inc_id: str, text: str, now: float, intervals: dict[int, float]
-    ) -> Change[UpdateRecorded]:
-        code, due = await self._update(
-            keys=[Keys.incident(inc_id)],
-            args=[now, text, *(intervals[s] * 60 for s in (1, 2, 3, 4))],
-        )
-        return Change(UpdateRecorded(int(code)), float(due) if due else None)
 
     # Handoffs -----------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat import Button, Buttons, Card, Context, Fields, Header, Press, Section, quote
+from bot.chat import Button, Buttons, Card, Context, Fields, Header, Press, Section, person, quote
 from bot.clock import hhmm
 from bot.ids import SYSTEM_ACTOR
 from bot.incidents.commands import Accept
@@ -13,7 +13,7 @@ SEV_EMOJI = {1: ":red_circle:", 2: ":large_orange_circle:", 3: ":large_yellow_ci
 
 
 def _roles_text(inc: Incident) -> str:
-    lines = [f"*{ROLE_TITLES[r]}*: <@{inc.roles[r].user}>" for r in ROLES if r in inc.roles]
+    lines = [f"*{ROLE_TITLES[r]}*: {person(inc.roles[r].user)}" for r in ROLES if r in inc.roles]
     if "ic" not in inc.roles and inc.is_open:
         # Opened by an alert with nobody on call: the seat is anyone's to take.
         lines.insert(0, f"*{ROLE_TITLES['ic']}*: _empty_: take it with `/incident role ic @you`")
@@ -37,7 +37,7 @@ def incident_card(inc: Incident) -> Card:
     if inc.declared_by == SYSTEM_ACTOR:
         ctx = [f"opened by Firebreak from Alertmanager alerts at {hhmm(inc.declared_at)} UTC"]
     else:
-        ctx = [f"declared by <@{inc.declared_by}> at {hhmm(inc.declared_at)} UTC"]
+        ctx = [f"declared by {person(inc.declared_by)} at {hhmm(inc.declared_at)} UTC"]
     if inc.private:
         ctx.append("private: only those invited see this channel; stakeholders hear only the IC's updates")
     if public:
@@ -60,11 +60,12 @@ def incident_card(inc: Incident) -> Card:
 
 
 def handoff_text(h: HandoffRecord, inc: Incident, now: float) -> str:
-    # DESIGN's shape: "IC handing to @x at 04:00 UTC; open threads: A, B; next update 04:30 UTC".
+    # docs/commands.md's `handoff` line: "IC handing to @x at 04:00 UTC; open threads: A, B; next update 04:30 UTC".
     threads = quote(", ".join(h.threads)) if h.threads else "none"
     due = f"{hhmm(inc.next_update_due)} UTC" if inc.next_update_due else "not scheduled"
     return (
-        f"{h.role.upper() if h.role == 'ic' else ROLE_TITLES[h.role]} handing to <@{h.to_user}> at {hhmm(now)} UTC; "
+        f"{h.role.upper() if h.role == 'ic' else ROLE_TITLES[h.role]} handing to {person(h.to_user)} "
+        f"at {hhmm(now)} UTC; "
         f"open threads: {threads}; next update {due}"
     )
 
@@ -77,5 +78,5 @@ def handoff_card(h: HandoffRecord, inc: Incident, now: float) -> Card:
 def handoff_done_card(h: HandoffRecord, inc: Incident, accepted_at: float) -> Card:
     return Card.of(
         Section(handoff_text(h, inc, h.requested_at)),
-        Context((f":white_check_mark: accepted by <@{h.to_user}> at {hhmm(accepted_at)} UTC",)),
+        Context((f":white_check_mark: accepted by {person(h.to_user)} at {hhmm(accepted_at)} UTC",)),
     )

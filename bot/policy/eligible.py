@@ -1,4 +1,5 @@
-"""The roles policy section (policies/roles.yaml): who may hold each seat (DESIGN §11).
+"""The roles policy section (policies/roles.yaml): who may hold each seat
+(docs/security-model.md, "Eligibility").
 
 An entry is a Slack user group by handle (``"@ml-oncall"``, quoted: YAML gives ``@`` a meaning)
 or by id (``S0123ABCD``), a user id (``U0123ABCD``), ``oncall`` (whoever policies/oncall.yaml

@@ -279,8 +279,8 @@ class SandboxPricePolicy(Strict):
 
 
 class PricePolicy(Strict):
-    """Where each lever's price is read (levers/price.py, levers/gangs.py, levers/pricing.py; DESIGN.md
-    section 4); policies/levers.yaml `price:`. Keys are lever names, plus what every price shares.
+    """Where each lever's price is read (levers/price.py, levers/gangs.py, levers/pricing.py;
+    docs/levers.md, "Price"); policies/levers.yaml `price:`. Keys are lever names, plus what every price shares.
 
     A training gang's last checkpoint (jobset-suspend, node-quarantine): `checkpoint_query` first
     (PromQL answering the checkpoint's Unix time for one job; `$namespace` and `$jobset` are the

@@ -1,4 +1,5 @@
-"""policies/oncall.yaml as it is now: read again whenever the file changes (DESIGN §12).
+"""policies/oncall.yaml as it is now: read again whenever the file changes
+(docs/security-model.md, "Eligibility").
 
 Whoever rewrites the file (a job following the pager, a ConfigMap update swapping its symlink)
 changes who is on call without a restart: every read stats the file and parses it again when its

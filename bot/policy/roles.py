@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from bot.chat import person
+
 ROLES: tuple[str, ...] = ("ic", "ops", "comms", "scribe", "model", "capacity", "security")
 
 ROLE_TITLES: dict[str, str] = {
@@ -33,12 +35,12 @@ def title(role: str) -> str:
 
 
 def seated(inc: Seats, roles: list[str]) -> str:
-    """Who sits in ``roles`` now, for a refusal: "IC: <@U1>; Comms lead: nobody"."""
-    return "; ".join(f"{title(r)}: " + (f"<@{inc.holder(r)}>" if inc.holder(r) else "nobody") for r in roles)
+    """Who sits in ``roles`` now, for a refusal: "IC: @alex; Comms lead: nobody"."""
+    return "; ".join(f"{title(r)}: " + (person(who) if (who := inc.holder(r)) else "nobody") for r in roles)
 
 
 def self_seat_hint(inc: Seats, actor: str, role: str) -> str | None:
     """For the IC refused for lack of a seat they can give themselves (not ic: that is a handoff)."""
     if role == "ic" or inc.holder("ic") != actor:
         return None
-    return f"You're the IC: give yourself the role with `/incident role {role} <@{actor}>`."
+    return f"You're the IC: give yourself the role with `/incident role {role} {person(actor)}`."

@@ -1,1 +1,2 @@
-"""The postmortem: detection gap first, trigger apart from root cause, action items that ship (DESIGN §7)."""
+"""The postmortem: detection gap first, trigger apart from root cause, action items that ship
+(docs/signals-and-postmortem.md, "Postmortem")."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import date
 
 from bot import logs, metrics
-from bot.chat import ChatError, quote
+from bot.chat import ChatError, person, quote
 from bot.clock import iso
 from bot.comms.system import Once
 from bot.core.dispatch import run_system
@@ -81,12 +81,12 @@ async def _add(svc: Services, req: Request, cmd: Action, inc: Incident) -> Outco
     warn = await announce(
         svc,
         inc.id,
-        f":memo: {item.id} ({item.kind}) for <@{item.owner}>, due {item.due}: {quote(item.text)}\n"
+        f":memo: {item.id} ({item.kind}) for {person(item.owner)}, due {item.due}: {quote(item.text)}\n"
         f"Verify: {quote(item.verify)}",
     )
     return Outcome(
         message=joined(
-            f"{item.id} added to {inc.id}'s postmortem: <@{item.owner}> owns it, due {item.due}. They are "
+            f"{item.id} added to {inc.id}'s postmortem: {person(item.owner)} owns it, due {item.due}. They are "
             f"reminded in this channel {when} and every day after until `/incident action done {item.id} <evidence>`.",
             warn,
         ),
@@ -113,15 +113,16 @@ async def _done(svc: Services, req: Request, cmd: Action, inc: Incident) -> Outc
     item = got.item
     if got.code is ActionDone.ALREADY:
         at = rules.utc(item.done_at) if item.done_at else "earlier"
+        by = person(item.done_by) if item.done_by else "someone"
         raise Refusal(
-            f"{item.id} was closed already by <@{item.done_by}> ({at}) with: {quote(item.evidence or '')}. "
+            f"{item.id} was closed already by {by} ({at}) with: {quote(item.evidence or '')}. "
             "The first evidence stands; nothing changed."
         )
     await svc.scheduler.cancel(REMIND, _job_key(item.id))
     warn = await announce(
         svc,
         inc.id,
-        f":white_check_mark: {item.id} done (<@{req.actor}>): {quote(item.text)}\nEvidence: {quote(cmd.evidence)}",
+        f":white_check_mark: {item.id} done ({person(req.actor)}): {quote(item.text)}\nEvidence: {quote(cmd.evidence)}",
     )
     return Outcome(
         message=joined(f"{item.id} is done; its reminders stop.", warn),
@@ -140,7 +141,7 @@ async def close_rule(svc: Services, req: Request, inc: object) -> str | None:
     if rules.may_close(req.actor, item.owner, inc.holder("ic")):
         return None
     ic = inc.holder("ic")
-    who = f"<@{item.owner}>" + (f" or the IC <@{ic}>" if ic else "")
+    who = person(item.owner) + (f" or the IC {person(ic)}" if ic else "")
     return f"Only the item's owner or the IC can close {item.id} ({who}); nothing changed."
 
 
@@ -163,7 +164,7 @@ def _text(item: ActionItem, round_: int, now: float) -> str:
         else f"is {days} day{'s' if days != 1 else ''} overdue (due {item.due})"
     )
     return (
-        f":pushpin: <@{item.owner}> {item.id} {when}: {quote(item.text)}\n"
+        f":pushpin: {person(item.owner)} {item.id} {when}: {quote(item.text)}\n"
         f"Verify: {quote(item.verify)}\n"
         f"When it ships: `/incident action done {item.id} <evidence>`."
     )

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.chat import quote, visible
-from bot.core.grammar import tokens, user_id
+from bot.chat import person_of, quote, visible
+from bot.core.grammar import tokens
 from bot.core.request import Command
 from bot.postmortem import rules
 from bot.postmortem.store import Kind
@@ -208,7 +208,7 @@ class Action(Command):
     def _owner(cls, v: object) -> object:
         if v is None:
             return v
-        uid = user_id(str(v))
+        uid = person_of(str(v))
         if uid is None:
             raise ValueError(
                 f"`--owner {quote(str(v)[:30])}` is not a person: mention them, like `--owner @alex` "

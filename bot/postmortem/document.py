@@ -25,13 +25,15 @@ from bot.core.registry import Registry
 from bot.core.services import Services
 from bot.core.timeline import code, line, md, who
 from bot.ids import SYSTEM_ACTOR
-from bot.incidents.models import AlertRecord, Incident, Status
+from bot.incidents.models import Incident, Status
 from bot.incidents.store import repo
 from bot.incidents.timeline import assessed_gpus
 from bot.policy.roles import ROLES
 from bot.postmortem import figures as fig
 from bot.postmortem.impact import ImpactStart, earliest, evaluate
 from bot.postmortem.store import ActionItem, PostmortemFacts, actions, facts
+from bot.signals.models import AlertRecord
+from bot.signals.store import store as signals_store
 from levers.price import GPU_HOURS, figure
 from levers.timeline import mitigations
 
@@ -83,7 +85,9 @@ async def gather(svc: Services, inc_id: str) -> Gathered:
     inc = await repo(svc).get(inc_id)
     if inc is None:
         raise NotFound(inc_id)
-    alerts = sorted((await repo(svc).alert_records(inc_id)).values(), key=lambda a: (a.received_at, a.fingerprint))
+    alerts = sorted(
+        (await signals_store(svc).alert_records(inc_id)).values(), key=lambda a: (a.received_at, a.fingerprint)
+    )
     entries = tuple([e async for e in svc.audit.entries(inc_id)])
     pm = await facts(svc, inc_id)
     items = tuple(await actions(svc, inc_id))

@@ -6,7 +6,7 @@ command keeps what it replaced. Bad input is refused before anything is written.
 
 from __future__ import annotations
 
-from bot.chat import quote
+from bot.chat import person, quote
 from bot.core.posts import announce, joined
 from bot.core.request import Outcome, Refusal, Request
 from bot.core.services import Services
@@ -121,7 +121,7 @@ async def sev_down(svc: Services, req: Request, cmd: Postmortem, inc: Incident) 
     warn = await announce(
         svc,
         inc.id,
-        f":arrow_down: {inc.id} lowered SEV{change.before} → SEV{cmd.sev} in the postmortem by <@{req.actor}>: "
+        f":arrow_down: {inc.id} lowered SEV{change.before} → SEV{cmd.sev} in the postmortem by {person(req.actor)}: "
         f"{quote(cmd.reason)}",
     )
     warn2 = await refresh_card(svc, inc.id)
@@ -139,7 +139,7 @@ async def cause(svc: Services, req: Request, cmd: Cause, inc: Incident) -> Outco
     label = {"detection": "Detection gap (why not sooner)", "trigger": "Trigger", "root": "Root cause"}[cmd.which]
     msg = f"{label} for {inc.id}: {quote(cmd.text)}"
     if prev is not None:
-        msg += f"\nIt replaces: {quote(prev.text)} (<@{prev.by}>)"
+        msg += f"\nIt replaces: {quote(prev.text)} ({person(prev.by)})"
     missing = [c for c in ("trigger", "root") if c != cmd.which and not await _has(svc, inc.id, c)]
     if cmd.which in ("trigger", "root") and missing:
         msg += f"\nStill missing: `cause {missing[0]}`; trigger and root cause are kept apart."
@@ -158,7 +158,7 @@ async def _has(svc: Services, inc_id: str, which: str) -> bool:
     return f"cause:{which}" in await store(svc).raw_facts(inc_id)
 
 
-# The facts only the IC and the scribe record (DESIGN §3); the document itself is anyone's to read.
+# The facts only the IC and the scribe record (docs/commands.md); the document itself is anyone's to read.
 FACT_SEATS = ("ic", "scribe")
 
 
@@ -179,5 +179,5 @@ async def postmortem_rule(svc: Services, req: Request, inc: object) -> str | Non
     ic = inc.holder("ic")
     if ic == req.actor:
         return None
-    who = f" (<@{ic}>)" if ic else ""
+    who = f" ({person(ic)})" if ic else ""
     return f"Only the IC can lower {inc.id}'s SEV{who}; nothing changed."

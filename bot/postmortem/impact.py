@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import parse_qs, urlsplit
 
-from bot.incidents.models import AlertRecord
 from bot.postmortem.figures import hhmm, parse_time
 from bot.prom import Failed, Matrix, PromQuery, Result, Vector, Why
+from bot.signals.models import AlertRecord
 
 LOOKBACK_S = 24 * 3600
 STEP_S = 60.0

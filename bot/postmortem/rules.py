@@ -1,7 +1,7 @@
 """Pure rules for the postmortem's facts and action items: parsing what people type, what is
 refused, and when an owner is reminded. No I/O: every function takes the time it needs.
 
-Decisions (DESIGN §7 leaves them open):
+Decisions (docs/signals-and-postmortem.md, "The facts", says them to users):
 - Impact start (`postmortem impact`) is an ISO-8601 time in UTC (`2026-11-30T01:05Z`; an offset is
   converted, a time without one is taken as UTC). Refused: in the future, after the incident was
   mitigated or resolved (impact cannot start after it stopped), or more than LOOKBACK_DAYS before

@@ -25,8 +25,6 @@ from bot.postmortem import lua
 from bot.store import Keys, Redis, script, write
 
 CAUSES = ("detection", "trigger", "root")
-CauseName = Literal["detection", "trigger", "root"]
-KINDS = ("alert", "runbook", "guardrail", "gameday", "other")
 Kind = Literal["alert", "runbook", "guardrail", "gameday", "other"]
 
 ACTION_SEQ = "fb:{seq}:action"  # the global counter behind AI-<n>

@@ -50,7 +50,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 from pydantic import SecretStr
 from urllib3.util import Retry
 
-from bot import logs
+from bot import logs, metrics
 from bot.prom import Failed, Matrix, Result, Sample, Scalar, Series, Text, Vector, Why
 
 log = logs.get(__name__)
@@ -129,33 +129,55 @@ def tls_reason(exc: BaseException) -> str:
 _NUMBER = re.compile(r"-?\d+(\.\d+)?|NaN|[+-]Inf")
 
 
+class _Malformed(Exception):
+    """A 200 whose JSON is not the query API's shape: raised by the checks below, and only by them,
+    so a bug elsewhere in the parsing is never mistaken for a bad answer."""
+
+
 def _labels(raw: Any) -> dict[str, str]:
     if not isinstance(raw, dict):
-        raise TypeError("metric is not an object")
+        raise _Malformed("metric is not an object")
     return {str(k): str(v) for k, v in raw.items()}
 
 
 def _point(raw: Any) -> tuple[float, float]:
-    ts, value = raw  # [<unix seconds>, "<value>"]
-    return float(ts), float(value)
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise _Malformed("a sample is not [<time>, <value>]")
+    try:
+        return float(raw[0]), float(raw[1])  # [<unix seconds>, "<value>"]
+    except (TypeError, ValueError):
+        raise _Malformed("a sample's time or value is not a number") from None
 
 
-def _series(raw: list[Any]) -> Matrix:
-    return Matrix(tuple(Series(_labels(r["metric"]), tuple(_point(p) for p in r["values"])) for r in raw))
+def _entry(raw: Any, *keys: str) -> dict[str, Any]:
+    if not isinstance(raw, dict) or any(k not in raw for k in keys):
+        raise _Malformed(f"a result entry lacks {' or '.join(keys)}")
+    return raw
+
+
+def _series(raw: Any) -> Matrix:
+    if not isinstance(raw, list):
+        raise _Malformed("result is not a list")
+    entries = [_entry(r, "metric", "values") for r in raw]
+    for r in entries:
+        if not isinstance(r["values"], list):
+            raise _Malformed("values is not a list")
+    return Matrix(tuple(Series(_labels(r["metric"]), tuple(_point(p) for p in r["values"])) for r in entries))
 
 
 def _instant(raw: Any) -> Result:
     """An instant query's ``data.result``, typed by its shape (custom_query drops ``resultType``)."""
     if not isinstance(raw, list):
-        raise TypeError("result is not a list")
+        raise _Malformed("result is not a list")
     if len(raw) == 2 and not isinstance(raw[0], dict):  # a scalar or a string: [<time>, "<value>"]
         value = raw[1]
         if not isinstance(value, str):
-            raise TypeError("value is not a string")
+            raise _Malformed("value is not a string")
         return Scalar(float(value)) if _NUMBER.fullmatch(value) else Text(value)
     if raw and all(isinstance(r, dict) and "values" in r for r in raw):
         return _series(raw)
-    return Vector(tuple(Sample(_labels(r["metric"]), _point(r["value"])[1]) for r in raw))
+    entries = [_entry(r, "metric", "value") for r in raw]
+    return Vector(tuple(Sample(_labels(r["metric"]), _point(r["value"])[1]) for r in entries))
 
 
 _EXCEPTION_TEXT = re.compile(r"HTTP Status Code (\d+) \((b.*)\)", re.DOTALL)
@@ -232,7 +254,7 @@ class Prometheus:
     async def query(self, promql: str, at: float, timeout: float | None = None) -> Result:
         t = self._timeout(timeout)
         params = {"time": at, "timeout": _duration(t)}
-        return await self._run("query", lambda pc: _instant(pc.custom_query(promql, params=params, timeout=t)))
+        return await self._run("query", lambda pc: pc.custom_query(promql, params=params, timeout=t), _instant)
 
     async def query_range(
         self, promql: str, start: float, end: float, step: float, timeout: float | None = None
@@ -242,9 +264,8 @@ class Prometheus:
         params = {"timeout": _duration(t)}
         return await self._run(
             "query_range",
-            lambda pc: _series(
-                pc.custom_query_range(promql, _time(start), _time(end), f"{step:g}", params=params, timeout=t)
-            ),
+            lambda pc: pc.custom_query_range(promql, _time(start), _time(end), f"{step:g}", params=params, timeout=t),
+            _series,
         )
 
     async def close(self) -> None:
@@ -254,9 +275,14 @@ class Prometheus:
         for pc in clients:
             pc.close()
 
-    async def _run(self, endpoint: str, ask: Callable[[PrometheusConnect], Result]) -> Result:
+    async def _run(
+        self, endpoint: str, fetch: Callable[[PrometheusConnect], Any], parse: Callable[[Any], Result]
+    ) -> Result:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._call, endpoint, ask)
+        result = await loop.run_in_executor(self._pool, self._call, endpoint, fetch, parse)
+        if isinstance(result, Failed):
+            metrics.PROMETHEUS_QUERY_ERRORS.labels(endpoint, result.why.value).inc()
+        return result
 
     def _client(self) -> PrometheusConnect:
         """This worker thread's PrometheusConnect, made on its first query."""
@@ -270,11 +296,11 @@ class Prometheus:
                 self._clients.append(pc)
         return pc
 
-    def _call(self, endpoint: str, ask: Callable[[PrometheusConnect], Result]) -> Result:
+    def _call(self, endpoint: str, fetch: Callable[[PrometheusConnect], Any], parse: Callable[[Any], Result]) -> Result:
         if self.ca_file is not None and not os.access(self.ca_file, os.R_OK):
             return Failed(Why.CA_FILE, f"PROMETHEUS_CA_FILE {self.ca_file} can't be read")
         try:
-            return ask(self._client())
+            raw = fetch(self._client())
         except PrometheusApiClientException as exc:
             return _refusal(exc)
         except _TokenUnreadable as exc:
@@ -288,8 +314,11 @@ class Prometheus:
         except requests.exceptions.RequestException as exc:
             log.warning("prometheus_query_failed", endpoint=endpoint, error=type(exc).__name__)
             return Failed(Why.UNREACHABLE, type(exc).__name__)
-        except (KeyError, IndexError, TypeError, ValueError):
-            return Failed(Why.MALFORMED)  # a 200 whose JSON is not the query API's
-        except Exception as exc:  # noqa: BLE001 - any other failure to get an answer is "unreachable", never a crash
-            log.warning("prometheus_query_failed", endpoint=endpoint, error=type(exc).__name__)
-            return Failed(Why.UNREACHABLE, type(exc).__name__)
+        except (KeyError, TypeError):
+            # The library's own ``response.json()["data"]["result"]`` on a 200 without that path.
+            return Failed(Why.MALFORMED)
+        # Anything else (and any bug in the parsers below) is raised, traceback and all, to the caller.
+        try:
+            return parse(raw)
+        except _Malformed:
+            return Failed(Why.MALFORMED)

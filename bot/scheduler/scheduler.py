@@ -171,7 +171,7 @@ class Scheduler:
                     metrics.SCHEDULER_LAG.labels(job.kind).observe(max(0.0, self.clock.now() - job.due))
                     try:
                         await handler(job)
-                    except Exception:
+                    except Exception:  # one job's failure is its own: unacked, it is delivered again
                         log.exception("job_failed", attempt=job.attempt)
                         return
                 await self.ack(job)
@@ -197,7 +197,7 @@ class Scheduler:
                 incident=inc,
                 detail={"kind": job.kind, "key": job.key, "due": job.due, "attempts": attempts},
             )
-        except Exception:
+        except Exception:  # the error line above already says it; the audit entry is the extra
             log.exception("job_dead_audit_failed", job=job.kind, job_key=job.key)
 
     async def tick(self) -> int:
@@ -259,7 +259,7 @@ class Scheduler:
             try:
                 await start()
                 return
-            except Exception:
+            except Exception:  # a repair that fails now (Redis not up yet, or a bug) is tried again
                 log.exception("scheduler_start_hook_failed", hook=getattr(start, "__name__", "?"), retry_in=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.hook_retry_max_s)
@@ -271,7 +271,7 @@ class Scheduler:
                 nxt = await self.next_due()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception:  # the timer loop must not die: a failed tick is logged whole and tried again
                 log.exception("scheduler_tick_failed")
                 nxt = None
             wait = poll if nxt is None else min(poll, max(0.0, nxt - self.clock.now()))

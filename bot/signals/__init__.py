@@ -1,1 +1,2 @@
-"""Signals in: Alertmanager's webhook opens and feeds incidents (DESIGN §7 "Signals in")."""
+"""Signals in: Alertmanager's webhook opens and feeds incidents
+(docs/signals-and-postmortem.md, "Signals in: Alertmanager")."""

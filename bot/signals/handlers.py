@@ -10,11 +10,11 @@ from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Reque
 from bot.core.services import Services
 from bot.incidents.handlers import NotOpened, open_incident
 from bot.incidents.models import Incident
-from bot.incidents.store import AlertsRecorded, repo
+from bot.incidents.store import repo
 from bot.signals import rules, views
 from bot.signals.commands import Alerts
 from bot.signals.models import Alert
-from bot.signals.store import security_mark, store, summary_mark, unopened_mark
+from bot.signals.store import AlertsRecorded, security_mark, store, summary_mark, unopened_mark
 
 log = logs.get(__name__)
 
@@ -54,7 +54,7 @@ async def _open(svc: Services, req: Request, cmd: Alerts) -> Outcome:
             number=number,
             by=SYSTEM_ACTOR,
             alert_group=cmd.group,
-            private=cmd.security,  # a security alert's incident is private (DESIGN §11)
+            private=cmd.security,  # a security alert's incident is private (docs/security-model.md)
         )
     except (NotOpened, Refusal) as e:
         # Nothing is open (a channel made on the way is archived, orphans.py): the job tries again.
@@ -146,7 +146,7 @@ async def _feed(svc: Services, cmd: Alerts, inc: Incident, *, opened: bool, prob
     channel's line). A post that failed makes the outcome an error, so the job is delivered again:
     the record answers as the first time, and what was posted is not posted twice."""
     part = f"{cmd.delivery}:{cmd.group}"
-    got = await repo(svc).record_alerts(inc.id, part, cmd.received_at, [a.record(cmd.received_at) for a in cmd.alerts])
+    got = await store(svc).record_alerts(inc.id, part, cmd.received_at, [a.record(cmd.received_at) for a in cmd.alerts])
     if got.code is AlertsRecorded.RESOLVED:
         raise Refusal(f"{inc.id} was resolved meanwhile; its alerts go elsewhere.", resolved=True)
     if got.code is AlertsRecorded.MISSING:

@@ -85,7 +85,7 @@ async def _group(svc: Services, d: Delivery, group: rules.Group) -> None:
                 inc, last = await _incident_for(svc, group, state, token)
                 alerts = list(group.alerts)
                 if last is not None:
-                    earlier = await repo(svc).alert_records(last, [a.fingerprint for a in alerts])
+                    earlier = await store(svc).alert_records(last, [a.fingerprint for a in alerts])
                     alerts = rules.unseen_elsewhere(alerts, earlier)
                 if inc is None and not any(a.status == "firing" for a in alerts):
                     if alerts:
@@ -131,7 +131,7 @@ async def _incident_for(
     it (found by the number it took); for a cell's pages, the oldest open incident a person
     declared with the cell whose IC is IC-eligible for that cell (anyone may declare with any
     known cell and be IC: such an incident gets no pages, which open their own with the cell's
-    on-call instead; DESIGN §11). A security group only ever feeds the incident it opened itself.
+    on-call instead; docs/security-model.md). A security group only ever feeds the incident it opened itself.
     """
     groups, incidents = store(svc), repo(svc)
     last = state.last
@@ -169,12 +169,12 @@ async def _ic_eligible(svc: Services, inc: Incident, cell: str) -> bool:
 async def _news(svc: Services, inc: Incident, d: Delivery, group: rules.Group, alerts: list[Alert]) -> bool:
     """Would this part change the incident, or finish what a delivery before did part-way (its
     record made, a post missing)? A redelivery of what the incident has adds no request at all."""
-    incidents = repo(svc)
-    if await incidents.delivery_recorded(inc.id, f"{d.id}:{group.key}"):
+    alerts_of = store(svc)
+    if await alerts_of.delivery_recorded(inc.id, f"{d.id}:{group.key}"):
         done = await marks(svc).is_done(summary_mark(inc.id, d.id, group.key))
         if done and group.security and svc.settings.firebreak_security_channel:
             done = await marks(svc).is_done(security_mark(inc.id, d.id, group.key))
         return not done
-    recorded = await incidents.alert_records(inc.id, [a.fingerprint for a in alerts])
+    recorded = await alerts_of.alert_records(inc.id, [a.fingerprint for a in alerts])
     fired, cleared = rules.changes(alerts, recorded)
     return bool(fired or cleared)

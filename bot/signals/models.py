@@ -1,15 +1,30 @@
 """What a delivery job carries: of each alert Firebreak acts on, what the incident records
-(bot/incidents/models.AlertRecord): fingerprint, status, labels, summary, startsAt, endsAt,
-generatorURL, as payload.parse takes them out of Alertmanager's payload.
+(AlertRecord): fingerprint, status, labels, summary, startsAt, endsAt, generatorURL, as
+payload.parse takes them out of Alertmanager's payload.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from bot.incidents.models import AlertRecord
+
+class AlertRecord(BaseModel):
+    """One Alertmanager alert as an incident keeps it (per fingerprint), for the timeline and the
+    postmortem: when it started (``starts_at``, RFC 3339 as Alertmanager sent it), where its
+    expression lives (``generator_url``), its labels, and when Firebreak heard of it."""
+
+    fingerprint: str
+    status: str  # firing | resolved
+    alertname: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""  # its annotations.summary
+    starts_at: str = ""
+    ends_at: str = ""  # set once resolved
+    generator_url: str = ""
+    received_at: float  # the arrival of the delivery that brought it (firing: its detection)
+    resolved_at: float | None = None  # the arrival of the delivery that said it resolved
 
 
 class Alert(BaseModel):

@@ -1,6 +1,6 @@
 """The pure rules of signals: which alerts count, how they group, what an incident is called,
 its SEV, and what a delivery changes for an incident's record (the Python twin of
-bot/incidents/lua.ALERTS_RECORD, used to skip deliveries that change nothing).
+bot/signals/lua.ALERTS_RECORD, used to skip deliveries that change nothing).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from datetime import datetime
 
 from bot.chat import visible
 from bot.ids import CELL_NAME
-from bot.incidents.models import AlertRecord
-from bot.signals.models import Alert
+from bot.signals.models import Alert, AlertRecord
 
 UNKNOWN_CELL = "unknown-cell"
 SECURITY_PREFIX = "security:"

@@ -1,4 +1,5 @@
-"""Signals' Redis access: the alert groups' hashes (lua.py) and their lock.
+"""Signals' Redis access: the alert groups' hashes (lua.py) and their lock, and the alerts each
+incident records (lua.ALERTS_RECORD).
 
 A group (a cell's pages, or a cell's security alerts) feeds at most one open incident. Handling
 one delivery's part for a group holds the group's lock, so two replicas or two concurrent
@@ -9,6 +10,7 @@ incident bound to the group and joins it.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import AsyncIterator
@@ -21,7 +23,8 @@ from redis.exceptions import RedisError
 from bot import logs
 from bot.core.services import Services
 from bot.signals import lua
-from bot.store import Redis, script, text, write
+from bot.signals.models import AlertRecord
+from bot.store import Keys, Redis, script, text, write
 
 log = logs.get(__name__)
 
@@ -52,8 +55,29 @@ class GroupState:
     last: str | None
 
 
+class AlertsRecorded(IntEnum):
+    """lua.ALERTS_RECORD"""
+
+    RECORDED = 1
+    REPLAYED = 2  # this delivery was recorded before: the same result as then
+    RESOLVED = -2
+    MISSING = -3
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """lua.ALERTS_RECORD: which of the alerts passed in changed the record (0-based positions)."""
+
+    code: AlertsRecorded
+    fired: list[int]
+    cleared: list[int]
+
+
 # A delivery's body, as received, until its job is done (longer than a dead job is worth looking into).
 DELIVERY_KEEP_S = 14 * 86400
+ALERTS_PER_SCRIPT = 1000
+# How long a delivery's recorded result is kept (a redelivery of the job comes within minutes).
+RECORDED_KEEP_S = 7 * 86400
 
 
 def group_key(group: str) -> str:
@@ -62,6 +86,19 @@ def group_key(group: str) -> str:
 
 def delivery_key(delivery: str) -> str:
     return f"fb:signals:delivery:{delivery}"
+
+
+def _alerts_key(inc_id: str) -> str:
+    return f"fb:inc:{{{inc_id}}}:alerts"
+
+
+def _recorded_key(inc_id: str, delivery: str) -> str:
+    return f"fb:inc:{{{inc_id}}}:alerts:delivery:{delivery}"
+
+
+def _positions(v: object) -> list[int]:
+    # Lua's cjson writes an empty list as {}.
+    return [int(i) - 1 for i in v] if isinstance(v, list) else []
 
 
 class SignalsStore:
@@ -75,6 +112,7 @@ class SignalsStore:
         self._reserve = script(redis, lua.RESERVE)
         self._bind = script(redis, lua.BIND)
         self._unbind = script(redis, lua.UNBIND)
+        self._alerts = script(redis, lua.ALERTS_RECORD)
 
     @classmethod
     def of(cls, svc: Services) -> SignalsStore:
@@ -138,6 +176,45 @@ class SignalsStore:
 
     async def drop_delivery(self, delivery: str) -> None:
         await write(self.r, ("DEL", delivery_key(delivery)), deadline=False)  # done: landing late is harmless
+
+    # An incident's alerts (the postmortem reads them) -----------------------------------------
+
+    async def record_alerts(
+        self, inc_id: str, delivery: str, received_at: float, alerts: list[AlertRecord]
+    ) -> Recorded:
+        """Record one delivery's alerts for this incident (lua.ALERTS_RECORD). ``delivery`` names the
+        delivery and its part, so a retry of the same part answers as the first time did.
+
+        In chunks of ALERTS_PER_SCRIPT (one script's arguments must fit Lua's stack); a chunk
+        whose incident was resolved or is missing ends the recording with that code."""
+        code, fired, cleared = AlertsRecorded.RECORDED, [], []
+        for start in range(0, len(alerts), ALERTS_PER_SCRIPT):
+            chunk = alerts[start : start + ALERTS_PER_SCRIPT]
+            raw_code, result = await self._alerts(
+                keys=[Keys.incident(inc_id), _alerts_key(inc_id), _recorded_key(inc_id, f"{delivery}/{start}")],
+                args=[repr(received_at), RECORDED_KEEP_S, *(a.model_dump_json() for a in chunk)],
+            )
+            code = AlertsRecorded(int(raw_code))
+            if code in (AlertsRecorded.RESOLVED, AlertsRecorded.MISSING):
+                break
+            got = json.loads(result) if result else {}
+            fired += [start + i for i in _positions(got.get("fired"))]
+            cleared += [start + i for i in _positions(got.get("cleared"))]
+        return Recorded(code, fired, cleared)
+
+    async def delivery_recorded(self, inc_id: str, delivery: str) -> bool:
+        """Was this delivery part recorded for the incident before (record_alerts' first chunk)?"""
+        return bool(await self.r.exists(_recorded_key(inc_id, f"{delivery}/0")))
+
+    async def alert_records(self, inc_id: str, fingerprints: list[str] | None = None) -> dict[str, AlertRecord]:
+        """The incident's alerts by fingerprint (all of them, or those of ``fingerprints`` it has)."""
+        if fingerprints is None:
+            raw = await self.r.hgetall(_alerts_key(inc_id))
+            return {str(fp): AlertRecord.model_validate_json(v) for fp, v in raw.items()}
+        if not fingerprints:
+            return {}
+        vals = await self.r.hmget(_alerts_key(inc_id), fingerprints)
+        return {fp: AlertRecord.model_validate_json(v) for fp, v in zip(fingerprints, vals, strict=True) if v}
 
     # Groups ---------------------------------------------------------------------------------
 

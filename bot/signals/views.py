@@ -1,12 +1,13 @@
 """What signals posts: one summary per delivery in the incident channel, and the security
 channel's line. Every piece of alert text (label values, summaries, names) is an outsider's
-words: made literal (no `<!channel>`, no mentions, no links; bot/chat/text.py) and set in
+words: made literal (no @channel ping, no mentions, no links; bot/chat/text.py) and set in
 code spans (no bold, italics or strikes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.chat.text import channel_ref, person
 from bot.chat.text import code as _code
 from bot.signals import rules
 from bot.signals.models import Alert
@@ -77,7 +78,7 @@ def summary(
 def opened_head(inc_id: str, cell: str, ic: str | None, security: bool) -> str:
     what = "Security alert: SEV1 by policy. " if security else ""
     if ic:
-        return f":pager: {inc_id} opened from Alertmanager. {what}IC: <@{ic}> (on call for {code(cell)})."
+        return f":pager: {inc_id} opened from Alertmanager. {what}IC: {person(ic)} (on call for {code(cell)})."
     return (
         f":pager: {inc_id} opened from Alertmanager. {what}Nobody is on call for {code(cell)} "
         "(policies/oncall.yaml), so the IC seat is empty: whoever policies/roles.yaml makes eligible "
@@ -88,7 +89,7 @@ def opened_head(inc_id: str, cell: str, ic: str | None, security: bool) -> str:
 def linked(inc_id: str | None, channel: str | None) -> str:
     if inc_id is None:
         return "No other incident is open for this cell."
-    return f"Open incident of the same cell: {inc_id}" + (f" in <#{channel}>." if channel else ".")
+    return f"Open incident of the same cell: {inc_id}" + (f" in {channel_ref(channel)}." if channel else ".")
 
 
 def security_line(
@@ -100,7 +101,7 @@ def security_line(
     link: str,
     opened: bool,
 ) -> str:
-    where = f" in <#{channel}>" if channel else ""
+    where = f" in {channel_ref(channel)}" if channel else ""
     verb = "opened" if opened else "updated"
     parts = [f":lock: Security alert in {code(cell)}: {inc_id} (SEV1) {verb}{where}."]
     if fired:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 import structlog
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.error import BoltUnhandledRequestError
@@ -24,12 +25,13 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import logs
+from bot.chat import ChatError
 from bot.core import dispatch, invalid
 from bot.core.grammar import UsageError
 from bot.core.request import Outcome, Request, Source
 from bot.core.services import Services
 from bot.slack import actions, events, shapes, submissions, teams
-from bot.slack.inbound import INBOUND, inbound_of
+from bot.slack.inbound import admit, inbound_of
 from bot.slack.lane import Lane
 from bot.slack.replays import ALREADY, Replays
 from bot.slack.shapes import BlockActions, Kind, SlashCommand, ViewSubmission
@@ -43,7 +45,7 @@ async def reply(svc: Services, response_url: str | None, outcome: Outcome) -> No
     try:
         # Through the gateway's pooled session: Bolt's respond() opens a new one per reply.
         await svc.chat.respond(response_url, outcome.message)
-    except Exception as exc:  # noqa: BLE001 - the action is done and audited; only the echo was lost
+    except (ChatError, aiohttp.ClientError, TimeoutError) as exc:  # done and audited; only the echo was lost
         log.warning("respond_failed", result=outcome.result, error=type(exc).__name__)
 
 
@@ -55,16 +57,20 @@ def _bolt_logger() -> logging.Logger:
     return logger
 
 
-class _UnlistenedEvents(AsyncMiddleware):
-    """Bolt middleware after its signature check: an event no listener wants gets a 200 (Slack
-    retries anything else) before Bolt's authorization, whose first use calls auth.test. A class,
-    not a function: Bolt calls it with no argument injection, on every request's ack path."""
+class _Admit(AsyncMiddleware):
+    """Bolt middleware after its signature check, for every adapter (bot/slack/inbound.py): the
+    parse into Bolt's context, then an event no listener wants gets a 200 (Slack retries anything
+    else) before Bolt's authorization, whose first use calls auth.test. A class, not a function:
+    Bolt calls it with no argument injection, on every request's ack path."""
 
     async def async_process(
         self, *, req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
-        inbound = inbound_of(req.context) if INBOUND in req.context else None
-        if inbound is not None and inbound.kind in (Kind.event, Kind.rate_limited):
+        refused = admit(req)
+        if refused is not None:
+            return refused
+        inbound = inbound_of(req.context)
+        if inbound.kind in (Kind.event, Kind.rate_limited):
             event_type = inbound.body["event"]["type"] if inbound.kind is Kind.event else None
             if event_type not in events.EVENT_TYPES:
                 log.info("slack_request_ignored", type=inbound.kind.value, event_type=str(event_type)[:40])
@@ -81,7 +87,7 @@ def build_bolt(svc: Services, client: AsyncWebClient, signing_secret: str, lane:
         # for the ack, which puts a 10 ms step and 100 wake-ups a second into every ack.
         process_before_response=True,
         raise_error_for_unhandled_request=True,  # on_error answers what no listener routes
-        before_authorize=_UnlistenedEvents(),
+        before_authorize=_Admit(),  # the one parse, whichever adapter the request came by
         logger=_bolt_logger(),
     )
     replays = Replays(svc.redis)

@@ -6,6 +6,9 @@ error answer is counted in firebreak_slack_api_errors_total{method,code}: each
 attempt's HTTP error or timeout (``_Counted``, first in the retry chain, so it
 sees the retried ones too), and each Slack error (a 200 with ok=false) that is
 not one the caller expects (already_in_channel when inviting, ...).
+
+Text goes out as the domain wrote it: the port's text codec (bot/chat/text.py: ``person``,
+``channel_ref``, ``quote``) writes Slack's mrkdwn, so nothing is translated on the way out.
 """
 
 from __future__ import annotations

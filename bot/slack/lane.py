@@ -96,7 +96,7 @@ class Lane:
                             log.warning("after_ack_cut_short")  # the grace ran out at shutdown
                             raise  # this worker is being stopped (close)
                         log.warning("after_ack_cancelled")  # one request's work was cancelled; the worker goes on
-                    except Exception:
+                    except Exception:  # one request's failure never stops a worker; logged whole
                         log.exception("after_ack_failed")
             finally:
                 self._pending -= 1

@@ -1,10 +1,14 @@
-"""After the ack: was this exact signed request (timestamp and bytes) received before?
+"""After the ack: was this delivery received before?
 
-A request sent again byte for byte while its signature is still valid does nothing the
-second time. The check runs in the after-ack work, never before the ack: Slack's 3 s
-budget is not spent on a Redis round trip, and a replay is simply acknowledged again.
-Slack's own retries are signed anew (a later timestamp), so they are not replays here;
-the event's own dedupe (bot/comms/watch.py) decides for those.
+Over HTTP, the delivery is the signed request (timestamp and bytes): one sent again byte for
+byte while its signature is still valid does nothing the second time. Slack's own HTTP retries
+are signed anew (a later timestamp), so they are not replays here; the event's own dedupe
+(bot/comms/watch.py) decides for those. Over Socket Mode nothing is signed and there is no
+raw body: the delivery is the envelope, and Slack delivers an envelope it saw no ack for again
+under the same envelope id (with ``retry_attempt``), so the envelope id is the key.
+
+The check runs in the after-ack work, never before the ack: Slack's 3 s budget is not spent
+on a Redis round trip, and a replay is simply acknowledged again.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot import logs
 from bot.slack import verify
+from bot.slack.inbound import delivery_of
 from bot.slack.shapes import Kind
 from bot.slack.store import Received
 from bot.store import Redis
@@ -34,6 +39,9 @@ Job = Callable[[], Awaitable[None]]
 
 
 def digest(request: AsyncBoltRequest) -> str:
+    delivery = delivery_of(request)
+    if delivery is not None and delivery.envelope is not None:
+        return hashlib.sha256(f"envelope:{delivery.envelope.envelope_id}".encode()).hexdigest()
     stamp = request.headers.get(verify.TIMESTAMP.lower(), [""])[0]
     return hashlib.sha256(f"{stamp}:".encode() + request.raw_body.encode()).hexdigest()
 
@@ -43,7 +51,7 @@ class Replays:
         self._received = Received(redis)
 
     async def first(self, request: AsyncBoltRequest, kind: Kind) -> bool:
-        """True unless this exact request was received before. When the store cannot say, the
+        """True unless this delivery was received before. When the store cannot say, the
         request goes on: every effect it could have needs the same store, so the executor
         answers that the store is unreachable (and nothing changes)."""
         key = digest(request)

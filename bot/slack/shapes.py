@@ -11,6 +11,8 @@ Firebreak handles:
 * an Events API JSON object: ``url_verification`` with a ``challenge``, ``app_rate_limited``,
   or ``event_callback`` with an ``event`` object.
 
+Over Socket Mode the same kinds arrive as an envelope's payload, already JSON (``parse_envelope``).
+
 Anything else raises BadShape with the status (400, or 415 for a content type Slack does not
 send) and a short reason for the log line; nothing here raises anything else. The reason of a
 field that fails is its dotted path and ``_wrong_type`` unless ``_REASONS`` names it.
@@ -157,7 +159,7 @@ class Event(BoltReads):
 
 class EventCallback(BoltReads):
     type: Literal["event_callback"]
-    event: Event  # type: ignore[assignment]
+    event: Event
     event_id: _Text = None
 
 
@@ -226,7 +228,7 @@ class Inbound:
     kind: Kind
     model: Model
     body: dict[str, Any]  # as parsed (Bolt's own parser misreads some commands: bot/slack/inbound.py)
-    text: str  # the raw body as text, as Bolt verifies it
+    text: str  # HTTP: the raw body as text, as Bolt verifies it; Socket Mode: "" (nothing is signed)
 
 
 def _bad(reason: str) -> BadShape:
@@ -251,6 +253,23 @@ _PAYLOADS: dict[str, tuple[Kind, type[BlockActions | ViewSubmission]]] = {
 }
 
 
+def _command_or_payload(fields: dict[str, Any]) -> tuple[Kind, Model, dict[str, Any]]:
+    """A slash command's fields, or an interactive ``payload`` (its JSON text) among them."""
+    if "payload" not in fields:
+        return Kind.command, _validate(SlashCommand, fields), fields
+    if not isinstance(fields["payload"], str):
+        raise _bad("payload_not_an_object")
+    return _interactive(_json_object(fields["payload"], "payload_not_an_object"))
+
+
+def _interactive(body: dict[str, Any]) -> tuple[Kind, Model, dict[str, Any]]:
+    kind = body.get("type")
+    found = _PAYLOADS.get(kind) if isinstance(kind, str) else None
+    if found is None:
+        raise _bad("payload_type_not_handled")
+    return found[0], _validate(found[1], body), body
+
+
 def _form(raw: str) -> tuple[Kind, Model, dict[str, Any]]:
     try:
         pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=True, max_num_fields=_MAX_FIELDS)
@@ -259,18 +278,12 @@ def _form(raw: str) -> tuple[Kind, Model, dict[str, Any]]:
     fields = dict(pairs)
     if len(fields) != len(pairs):
         raise _bad("form_field_repeated")
-    if "payload" not in fields:
-        return Kind.command, _validate(SlashCommand, fields), fields
-    body = _json_object(fields["payload"], "payload_not_an_object")
-    kind = body.get("type")
-    found = _PAYLOADS.get(kind) if isinstance(kind, str) else None
-    if found is None:
-        raise _bad("payload_type_not_handled")
-    return found[0], _validate(found[1], body), body
+    return _command_or_payload(fields)
 
 
-def _events_api(raw: str) -> tuple[Kind, Model, dict[str, Any]]:
-    body = _json_object(raw, "body_not_an_object")
+def _events_api(body: dict[str, Any]) -> tuple[Kind, Model, dict[str, Any]]:
+    if "command" in body:  # Bolt routes any body with a "command" to the slash-command listener
+        raise _bad("command_field_outside_a_command")
     kind = body.get("type")
     if kind == "url_verification":
         return Kind.url_verification, _validate(UrlVerification, body), body
@@ -284,18 +297,47 @@ def _events_api(raw: str) -> tuple[Kind, Model, dict[str, Any]]:
     return Kind.event, model, body
 
 
-def parse(raw: bytes, content_type: str) -> Inbound:
-    """The body as one of the kinds Firebreak handles; raises BadShape (status, reason) otherwise."""
+def decode(raw: bytes) -> str:
+    """An HTTP body as text: Slack sends UTF-8; anything else is not from Slack."""
     try:
-        text = raw.decode("utf-8")  # Slack sends UTF-8; anything else is not from Slack
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise _bad("not_utf8") from None
+
+
+def parse(text: str, content_type: str) -> Inbound:
+    """An HTTP body as one of the kinds Firebreak handles; raises BadShape (status, reason) otherwise."""
     if not text:
         raise _bad("empty_body")
     if content_type == FORM:
         kind, model, body = _form(text)
     elif content_type == JSON:
-        kind, model, body = _events_api(text)
+        kind, model, body = _events_api(_json_object(text, "body_not_an_object"))
     else:
         raise BadShape(415, "content_type_not_slack")
     return Inbound(kind, model, body, text)
+
+
+# Socket Mode's envelope types (https://api.slack.com/apis/socket-mode) and what each payload holds.
+SLASH_COMMANDS, INTERACTIVE, EVENTS_API = "slash_commands", "interactive", "events_api"
+
+
+def parse_envelope(envelope_type: str, payload: Any) -> Inbound:
+    """A Socket Mode envelope's payload (JSON already; Slack signs nothing on the socket: the
+    connection's app-level token is the proof) as one of the kinds Firebreak handles; raises
+    BadShape otherwise, as ``parse`` does for the same body over HTTP."""
+    if not isinstance(payload, dict):
+        raise _bad("payload_not_an_object")
+    if envelope_type == SLASH_COMMANDS:
+        if "payload" in payload:  # a command's fields are text; Bolt would read this as interactive
+            raise _bad("payload_field_in_a_command")
+        return Inbound(Kind.command, _validate(SlashCommand, payload), payload, "")
+    if envelope_type == INTERACTIVE:
+        if "command" in payload:
+            raise _bad("command_field_outside_a_command")
+        kind, model, body = _interactive(payload)
+    elif envelope_type == EVENTS_API:
+        kind, model, body = _events_api(payload)
+    else:
+        raise _bad("envelope_type_not_handled")
+    return Inbound(kind, model, body, "")

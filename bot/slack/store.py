@@ -1,4 +1,4 @@
-"""The Slack surface's one piece of state: which signed requests were already received."""
+"""The Slack surface's one piece of state: which deliveries (signed requests, Socket Mode envelopes) were received."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from bot.store import Keys, Redis, write
 
 
 class Received:
-    """Signed requests seen in the last ``ttl`` seconds, by digest (bot/slack/inbound.py).
+    """Deliveries seen in the last ``ttl`` seconds, by digest (bot/slack/replays.py).
 
     Written without bot.store's deadline: a mark that lands after its caller stopped waiting
     only records a delivery that was let through anyway (the check fails open)."""
@@ -18,7 +18,3 @@ class Received:
         """Record ``digest``; True only for the first caller (atomic SET NX EX)."""
         [reply] = await write(self._r, ("SET", Keys.inbound(digest), "1", "NX", "EX", ttl), deadline=False)
         return reply is not None
-
-    async def forget(self, digest: str) -> None:
-        """Let the same request in again (its first delivery was not handled)."""
-        await write(self._r, ("DEL", Keys.inbound(digest)), deadline=False)

@@ -144,7 +144,7 @@ def install(app: AsyncApp, svc: Services, lane: Lane, replays: Replays) -> None:
             detail = {"callback_id": callback, "reason": message}
             lane.submit(replays.once(request, Kind.view, _record(svc, "modal.invalid", user, inc_id, detail)))
             return
-        except Exception:
+        except Exception:  # the form must be answered within Slack's 3 s whatever failed; logged whole
             log.exception("modal_check_failed", callback_id=callback)
             await _refuse(ack, view, "Firebreak can't reach its store; nothing changed. Try again in a minute.")
             return

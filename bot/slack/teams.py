@@ -1,5 +1,5 @@
-"""Whose Slack team a request's user is in, against the app's own (DESIGN §11: seats are bound to
-identity, and an identity is a user of this workspace).
+"""Whose Slack team a request's user is in, against the app's own (docs/security-model.md, "Who may
+do what": seats are bound to identity, and an identity is a user of this workspace).
 
 Slack Connect puts people of other organisations in shared channels, where they can type
 `/incident` and press Firebreak's buttons; a user id alone does not say whose they are. Slack

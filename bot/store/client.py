@@ -36,7 +36,7 @@ from redis.asyncio.sentinel import (
 )
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.maint_notifications import MaintNotificationsConfig
 
@@ -399,7 +399,9 @@ async def ping(r: Redis, timeout: float = READY_TIMEOUT_S) -> bool:
     """Does Redis answer within ``timeout``? (readiness: a stalled Redis is "not ready" quickly)"""
     try:
         return bool(await asyncio.wait_for(r.ping(), timeout))
-    except Exception:  # noqa: BLE001 - readiness reports any failure as "not ready"
+    except (RedisError, RedisClusterException, TimeoutError, OSError):
+        # What redis-py raises for a store that is down, slow, refusing or without a master (Sentinel)
+        # or slot owner (Cluster); anything else is a bug and propagates.
         return False
 
 

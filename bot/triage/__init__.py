@@ -1,1 +1,2 @@
-"""Triage and what changed: "what is broken" and "what changed" for an incident's cells (DESIGN §7)."""
+"""Triage and what changed: "what is broken" and "what changed" for an incident's cells
+(docs/signals-and-postmortem.md, "Triage and what changed")."""

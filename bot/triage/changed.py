@@ -1,5 +1,5 @@
 """`/incident changed [--hours H]`: per cell of the incident, what changed in the last H hours
-across the six streams (DESIGN §7): model weights and serving images (Argo Rollouts revisions,
+across the six streams (docs/signals-and-postmortem.md): model weights and serving images (Argo Rollouts revisions,
 images, steps), the node layer (driver versions, node image labels), Kubernetes Warning events,
 policy (Firebreak's own lever requests), and demand (request rate now vs H hours ago).
 

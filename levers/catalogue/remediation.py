@@ -248,6 +248,8 @@ class RemediationPause(Lever):
         return Plan([call], changes, pre, f"spec.pauseRequests +{entry}{others}", notes=notes)
 
     async def price(self, ctx: Ctx, obj: dict[str, Any], plan: Plan) -> Price:
+        """The nodes the NodeHealthCheck watches, those under remediation (not stopped) and the unhealthy
+        ones no remediation started for yet, which the pause holds back (held_back)."""
         return held_back(ctx.target.name, obj)
 
     async def verify(self, ctx: Ctx, plan: Plan, after: dict[str, Any]) -> Verified:

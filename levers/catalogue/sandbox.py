@@ -9,7 +9,7 @@ ingress and its egress are cut and nothing lets traffic back in:
   served: a deny rule to or from the entity `all` in a policy selecting the pod cuts that direction
   whatever else allows it (Cilium's deny rules take precedence over every allow). A Cilium policy on the
   label that has a direction's section puts it in default deny; its own rules may let in named endpoints
-  (the seeds' forensics namespace); any other allow breaks it.
+  (a forensics namespace: docs/levers.md has an example policy); any other allow breaks it.
 - Calico (crd.projectcalico.org/v1 GlobalNetworkPolicy, as its Kubernetes datastore keeps it), when served: a policy
   on the label whose first rule in a direction is a catch-all Deny cuts it, unless a policy selecting
   the pod with a lower or equal `order` allows it first (Calico applies the first match, in order;

@@ -1,4 +1,4 @@
-"""The remediation alarm (DESIGN §4, "Automation is part of the blast radius"): GPU nodes in a cell
+"""The remediation alarm (docs/operating.md, "The remediation alarm"): GPU nodes in a cell
 taken out of service for remediation or as unhealthy faster than the policy's rate (a count an hour,
 or a share of the cell's GPU nodes), or one node twice within 90 minutes, are posted once per burst in
 the cell's open incident (or a SEV3 incident opens, IC the on-call), with `remediation-pause` and its
@@ -39,7 +39,7 @@ def app_settings(tmp_path: Path) -> dict:
 
 @pytest.fixture
 async def fleet(cells):
-    """50 GPU nodes in us-east-3 (the seed has 10)."""
+    """50 GPU nodes in us-east-3 (the seeded cell has 10)."""
     for i in range(50):
         cells.east3.put(samples.gpu_node(node(i), CELL))
     return cells
@@ -269,7 +269,7 @@ async def test_upgrades_autoscalers_pressure_and_not_ready_nodes_are_not_remedia
 
 @pytest.mark.parametrize("policy_overrides", [{"remediation_alarm": {"per_hour_fraction": 0.25}}])
 async def test_a_37_percent_storm_in_a_40_node_cell_alarms_under_the_hourly_count(app, cells):
-    for i in range(10, 40):  # the seed's 10 GPU nodes and 30 more
+    for i in range(10, 40):  # the seeded cell's 10 GPU nodes and 30 more
         cells.east3.put(samples.gpu_node(node(i), CELL))
     inc = await app.declare(cells=(CELL,))
     await start_hooks(app)

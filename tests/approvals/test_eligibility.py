@@ -1,4 +1,4 @@
-"""Every Approve press checks the approver's eligibility for the seat at that moment (DESIGN §11):
+"""Every Approve press checks the approver's eligibility for the seat at that moment (docs/security-model.md):
 an IC who is not IC-eligible coordinates but does not approve, and a Security lead taken out of
 @ml-security no longer grants break-glass. Nothing runs on a refused press."""
 

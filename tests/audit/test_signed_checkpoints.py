@@ -1,4 +1,4 @@
-"""Signed checkpoints of the audit chain (DESIGN §9): a forger with Redis access who rewrites
+"""Signed checkpoints of the audit chain (docs/security-model.md, "Audit log"): a forger with Redis access who rewrites
 the chain end to end passes the plain hash check but not `audit verify --pubkey`.
 
 The app signs with a key made by `firebreak audit keygen`; the forger edits Redis directly,

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.core import intents
+from bot.core import intent_store, intents
 from bot.incidents.store import repo
 from tests.support.core import IC, OPS, TITLE
 from tests.support.harness import T0, audit_entries
 from tests.support.killed_redis import aof_redis, kill, restart
+from tests.support.messages import channel_texts
 from tests.support.redis_server import RedisServer
 
 STALE = intents.STALE_AFTER_S
@@ -64,7 +65,7 @@ def ref(reply: str) -> str:
 
 
 def dms(app, user: str) -> list[str]:
-    return [m["text"] for m in app.slack.messages(f"D{user}")]
+    return channel_texts(app, f"D{user}")
 
 
 async def entries_for(app, request_id: str) -> list[dict]:
@@ -91,7 +92,7 @@ async def test_a_role_whose_audit_entry_was_lost_is_back_filled_and_the_ic_told(
     await restart(own_redis, app.services.redis)
     assert (await app.incident("INC-1")).holder("ops") == OPS  # applied
     assert await entries_for(app, rid) == []  # and not audited: the intent is all there is
-    [open_] = await app.services.audit.intents()
+    [open_] = await intent_store.store(app.services).open_ones()
     assert (open_.request_id, open_.command, open_.args) == (rid, "role", {"role": "ops", "user": OPS})
 
     await app.tick()  # a sweep now leaves it: it may still be running somewhere
@@ -104,7 +105,7 @@ async def test_a_role_whose_audit_entry_was_lost_is_back_filled_and_the_ic_told(
     assert e["detail"]["source"] == "slash"
     [told] = dms(app, IC)
     assert told.startswith(f"Your `role` request in INC-1 (ref `{rid}`, 03:10 UTC) was interrupted"), told
-    assert await app.services.audit.intents() == []
+    assert await intent_store.store(app.services).open_ones() == []
     await _sweep_later(app)
     await start_loop_hooks(app)  # a restart finds nothing more to repair
     assert len(await entries_for(app, rid)) == 1 and len(dms(app, IC)) == 1
@@ -132,13 +133,14 @@ async def test_a_declare_whose_process_died_before_the_save_has_its_channel_arch
     """The process dies between conversations.create (its id already in the intent) and saving the
     incident: the sweep archives the channel with a note, and the number is not reused."""
     await start_loop_hooks(app)
-    real = app.services.audit.note_intent
+    store = intent_store.store(app.services)
+    real = store.note
 
     async def noted_then_killed(request_id, **notes):
         await real(request_id, **notes)
         raise asyncio.CancelledError()  # what the killed task sees: nothing after this runs
 
-    monkeypatch.setattr(app.services.audit, "note_intent", noted_then_killed)
+    monkeypatch.setattr(store, "note", noted_then_killed)
     await app.command("declare Inference 5xx --sev 2", user=IC)
     await app.drain()
     monkeypatch.undo()
@@ -204,7 +206,7 @@ async def test_finished_requests_leave_no_intent(app):
     await app.run("status", user=IC, channel=ch)
     await app.run("sev 9 nope", user=IC, channel=ch)  # a usage error
     await app.run("role ops <@UX>", user="UNOBODY", channel=ch)  # refused by policy
-    assert await app.services.audit.intents() == []
+    assert await intent_store.store(app.services).open_ones() == []
     app.clock.set(T0 + STALE + 1)
     assert await intents.repair(app.services) == 0
 
@@ -215,13 +217,14 @@ async def test_a_secret_in_the_arguments_is_refused_before_any_intent_is_stored(
     holds the secret; the refusal's audit entry holds it redacted."""
     await start_loop_hooks(app)
     noted: list[str] = []
-    real = app.services.audit.note_intent
+    store = intent_store.store(app.services)
+    real = store.note
 
     async def counting(request_id, **notes):
         noted.append(request_id)
         await real(request_id, **notes)
 
-    monkeypatch.setattr(app.services.audit, "note_intent", counting)
+    monkeypatch.setattr(store, "note", counting)
     out = await app.run("declare leaked AKIAIOSFODNN7EXAMPLE in logs --sev 3", user=IC)
     await app.drain()
     assert "AWS access key" in out and "nothing was stored" in out

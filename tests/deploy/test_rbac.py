@@ -24,6 +24,7 @@ from tests.support.deploy import (
     granted,
     needed,
     of_kind,
+    one,
     policy,
     rbac_diff,
     render,
@@ -129,17 +130,18 @@ def test_a_granted_verb_no_lever_uses_fails():
     assert unused == {("", "pods", "get", None, None), ("", "pods", "patch", None, None)}
 
 
-@pytest.mark.parametrize(
-    ("lever", "resource"),
-    [
-        ("sandbox-quarantine", "pods"),
-        ("route-weight", "httproutes"),
-        ("keda-pause", "scaledobjects"),
-        ("rollout-abort", "rollouts/status"),
-        ("jobset-suspend", "jobsets"),
-        ("jobset-suspend", "workloads"),
-    ],
-)
+# What each namespaced lever patches (its `needs`), from the catalogue. killswitch's namespace is its
+# ConfigMap's, not the policy's `namespaces` (the test after this one).
+NAMESPACED_WRITES = [
+    (lever.name, access.resource)
+    for lever in LEVERS.values()
+    if lever.kind.namespaced and lever.name != "killswitch"
+    for access in lever.needs
+    if "patch" in access.verbs
+]
+
+
+@pytest.mark.parametrize(("lever", "resource"), NAMESPACED_WRITES)
 def test_a_namespaced_lever_may_write_only_in_the_namespaces_the_policy_names(lever, resource):
     """Sandbox pods only in the sandbox namespaces, routes only in the route table's, and so on."""
     writes = {g for g in granted(cell_rbac()) if g[1] == resource and g[2] == "patch"}
@@ -186,13 +188,34 @@ def test_nothing_dangerous_is_granted(path):
             assert not subject["name"].startswith("system:"), subject
 
 
+def bound(objs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(kind, name, namespace) of every subject a ClusterRoleBinding or RoleBinding binds."""
+    bindings = of_kind(objs, "ClusterRoleBinding") + of_kind(objs, "RoleBinding")
+    return {(s["kind"], s["name"], s.get("namespace", "")) for b in bindings for s in b["subjects"]}
+
+
+def home(objs: list[dict[str, Any]]) -> tuple[str, str, str]:
+    """The ServiceAccount Firebreak's pods run as, rendered in their namespace."""
+    dep = one(objs, "Deployment", "firebreak")
+    name, ns = dep["spec"]["template"]["spec"]["serviceAccountName"], dep["metadata"]["namespace"]
+    assert one(objs, "ServiceAccount", name)["metadata"]["namespace"] == ns
+    return ("ServiceAccount", name, ns)
+
+
 @pytest.mark.parametrize("path", OVERLAYS)
 def test_the_home_service_account_is_the_one_bound(path):
+    """An overlay that grants anything binds it to Firebreak's own ServiceAccount and nobody else; the
+    fleet's home cluster grants and binds nothing (it reaches its cells with the kubeconfig)."""
     objs = render(path)
-    for binding in of_kind(objs, "ClusterRoleBinding") + of_kind(objs, "RoleBinding"):
-        for subject in binding["subjects"]:
-            sa = [o for o in of_kind(objs, "ServiceAccount") if o["metadata"]["name"] == subject["name"]]
-            assert sa and sa[0]["metadata"]["namespace"] == subject["namespace"]
+    grants = of_kind(objs, "ClusterRole") + of_kind(objs, "Role")
+    assert bound(objs) == ({home(objs)} if grants else set()), path
+    assert grants or path == "overlays/fleet", f"{path} grants nothing"
+
+
+def test_a_binding_of_another_service_account_is_caught():
+    objs = render("overlays/example")
+    of_kind(objs, "RoleBinding")[0]["subjects"][0]["name"] = "default"
+    assert bound(objs) == {home(objs), ("ServiceAccount", "default", "firebreak")}
 
 
 def test_every_lever_declares_its_needs_on_its_own_kind():

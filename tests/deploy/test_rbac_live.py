@@ -20,6 +20,7 @@ from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.store import lever_store
 from tests.support import extra_crds
+from tests.support.catalogue import assert_every_lever, lever_of
 from tests.support.deploy import Grant, granted, of_kind, render
 from tests.support.levers import MODEL, OPS, SEC, replace_hook, say
 
@@ -129,6 +130,10 @@ PULLS = [
     ("lever route-weight edge/chat-global backend=cell-us-east-1", OPS),  # the fleet context
     ("lever rollout-abort serve-chat/llm-70b --cell us-east-3", MODEL),  # last: no undo
 ]
+
+
+def test_the_pulls_name_every_lever():
+    assert_every_lever((lever_of(command) for command, _ in PULLS), "tests/deploy/test_rbac_live.py PULLS")
 
 
 async def test_every_lever_and_changed_run_under_exactly_the_clusterrole(app, cells):

@@ -23,7 +23,7 @@ async def test_without_the_role_nothing_reaches_the_api(app, cells):
     ]:
         out = await say(app, text, user, inc.channel_id)
         assert out.startswith("Not pulled, nothing changed: Only the ") and "can pull" in out, out
-        # The IC may seat themselves (DESIGN §4); everyone else is pointed at the IC or break-glass.
+        # The IC may seat themselves (docs/security-model.md); everyone else is pointed at the IC or break-glass.
         nxt = (
             "You're the IC: give yourself the role with `/incident role ops <@U_IC>`"
             if user == "U_IC"
@@ -60,7 +60,7 @@ async def test_grant_provider_lets_a_user_pull_and_is_told(app, cells):
     async def active(svc, inc_, grant, user, lever, cell):  # asked again just before it runs
         return await grants(svc, inc_, user, lever, cell) == grant
 
-    replace_hook(app, hooks.GRANT_PROVIDERS, grants)
+    replace_hook(app, hooks.GRANT_PROVIDER, grants)
     replace_hook(app, hooks.GRANT_ACTIVE, active)
     replace_hook(app, hooks.GRANT_USED, on_use)
     out = await say(app, "lever kueue-hold research-h100", NOBODY, inc.channel_id)  # the incident's only cell
@@ -171,7 +171,7 @@ async def test_access_is_decided_once_per_request(app, cells):
     async def on_use(svc, inc_, rec, grant, outcome=None):
         return None
 
-    replace_hook(app, hooks.GRANT_PROVIDERS, grants)
+    replace_hook(app, hooks.GRANT_PROVIDER, grants)
     replace_hook(app, hooks.GRANT_ACTIVE, active)
     replace_hook(app, hooks.GRANT_USED, on_use)
     assert "applied and verified" in await say(app, "lever kueue-hold research-h100", NOBODY, inc.channel_id)

@@ -1,6 +1,6 @@
-"""Every lever against the fake API server: the object after apply equals what the seed's kubectl
-line produces on an identical object; the wire carries exactly the planned calls; undo restores the
-original exactly; --dry-run changes nothing."""
+"""Every lever in the catalogue against the fake API server: the object after apply equals what the
+kubectl line an on-call would type by hand produces on an identical object; the wire carries exactly the
+planned calls; undo restores the original exactly; --dry-run changes nothing."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from dataclasses import dataclass
 import pytest
 
 from levers import hooks
+from levers.catalogue import LEVERS
 from levers.executor import execute_approved
 from levers.store import lever_store
+from tests.support.catalogue import assert_every_lever
 from tests.support.harness import audit_entries
 from tests.support.levers import KUBECTL, MODEL, OPS, SEC, comparable, kubectl, patches, replace_hook, say
 
@@ -23,7 +25,7 @@ class Case:
     kind: str
     name: str
     namespace: str | None
-    kubectl: list[list[str]] | None  # the seed's lines; None: `kubectl patch --type=json` with the plan's body
+    kubectl: list[list[str]] | None  # typed by hand; None: `kubectl patch --type=json` with the plan's body
     effect: str
     cluster: str = "east3"  # which fake cell holds the object
     context: str = "us-east-3"
@@ -206,9 +208,14 @@ async def _pull(app, cells, case: Case, channel: str, asked: list) -> str:
     return out
 
 
-@pytest.mark.parametrize("lever", sorted(CASES))
+def test_every_lever_has_a_case():
+    assert_every_lever(CASES, "tests/levers/test_catalogue.py CASES")
+
+
+@pytest.mark.parametrize("lever", sorted(LEVERS))
 async def test_lever_matches_kubectl_and_undoes_exactly(lever, app, cells, approvals):
-    case = CASES[lever]
+    case = CASES.get(lever)
+    assert case is not None, f"{lever}: add its Case to CASES"
     cell = getattr(cells, case.cluster)
     inc = await app.declare(roles={"ops": OPS, "model": MODEL, "security": SEC})
     original = cell.get(case.kind, case.name, case.namespace)

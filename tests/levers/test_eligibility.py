@@ -1,4 +1,4 @@
-"""A seat's power comes from who you are (DESIGN §11, policies/roles.yaml): Slack user groups and
+"""A seat's power comes from who you are (docs/security-model.md, policies/roles.yaml): Slack user groups and
 the on-call, read through the real Web API calls (usergroups.list / usergroups.users.list) from the
 Slack emulator, checked at seating and again at every pull. The kube emulator shows what reached a
 cluster: nothing, whenever the answer is no."""

@@ -42,7 +42,8 @@ async def test_keda_pause_reads_a_rollout_target_scale(app, cells):
     assert so["metadata"]["annotations"]["autoscaling.keda.sh/paused-replicas"] == "8"
 
 
-def test_shipped_policy_has_the_design_defaults():
+def test_shipped_policy_has_the_documented_defaults():
+    # docs/security-model.md, "Who may do what" (roles, approval); docs/levers.md (route-weight steps).
     pol = load_policy(Path(__file__).resolve().parents[2] / "policies").levers
     assert pol.fleet_context == "global"
     assert pol.levers["rollout-abort"].roles == ["model"]

@@ -1,4 +1,4 @@
-"""The price of the mitigation (DESIGN.md section 4): jobset-suspend, node-quarantine and kueue-hold(-drain)
+"""The price of the mitigation (docs/levers.md, "Price"): jobset-suspend, node-quarantine and kueue-hold(-drain)
 state what they cost, read at plan time from the cluster and Prometheus; the plan and its price reach the
 incident channel before the API server sees the write; the approval card shows the price, and a change in
 what the lever hits before execution asks for a new approval (tests/levers/test_price_stale.py)."""

@@ -1,5 +1,5 @@
 """The price on the approval card, and GPU-hours that moved between the approval and the execution: they
-are read again and announced, never a reason to ask again (DESIGN.md section 4; what does need a new
+are read again and announced, never a reason to ask again (docs/levers.md, "Price"; what does need a new
 approval is in tests/levers/test_price_stale.py)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from levers.store import lever_store
 from tests.levers.test_price import CHECKPOINT, JOBSET_PATH, NAME, NS, PULL, with_checkpoint
 from tests.support.harness import T0, audit_entries
 from tests.support.levers import OPS, patches, say
+from tests.support.messages import text_of
 
 
 @pytest.fixture
@@ -26,15 +27,6 @@ def policy_overrides() -> dict:
 
 def cards_of(app, channel: str, rid: str) -> list[dict]:
     return [m for m in app.slack.messages(channel) if str(m.get("text", "")).startswith(f"{rid} needs approval")]
-
-
-def text_of(m: dict) -> str:
-    parts = [str(m.get("text", ""))]
-    for b in m.get("blocks") or []:
-        for t in [b.get("text"), *(b.get("fields") or []), *(b.get("elements") or [])]:
-            if isinstance(t, dict) and isinstance(t.get("text"), str):
-                parts.append(t["text"])
-    return "\n".join(parts)
 
 
 async def approve(app, rid: str, channel: str) -> str:

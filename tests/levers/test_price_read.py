@@ -194,7 +194,7 @@ async def test_keda_pause_trigger_answering_one_series_per_pod_says_it_cannot_te
 
 
 # --------------------------------------------------------------------------- killswitch and sandbox-quarantine
-# No exporter the seeds name publishes a tool gateway's calls or a sandbox's sessions, so the shipped
+# No standard exporter publishes a tool gateway's calls or a sandbox's sessions, so the shipped
 # policy has no expression and the price says `unknown`. The operator's expression is exercised with
 # PromQL constants (no series is invented): what is tested is the substitution, the one-figure rule and
 # the reply, not a data source.

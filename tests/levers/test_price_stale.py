@@ -1,4 +1,4 @@
-"""What makes an approval stale (DESIGN.md section 4, the price): a change in what the lever hits (the
+"""What makes an approval stale (docs/levers.md, "Price"): a change in what the lever hits (the
 gangs, workloads, backends, nodes or replicas, or their GPUs) asks for a new approval; figures that move
 by themselves (GPU-hours since a checkpoint growing with the clock, a live request rate within the
 policy's band, `price.live_band`) are read again at execution, announced with their fresh values in the

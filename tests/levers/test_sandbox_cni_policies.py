@@ -1,5 +1,5 @@
 """sandbox-quarantine's isolation check reads Cilium's and Calico's policies where their CRDs are served,
-not only namespaced NetworkPolicies (issue 34): the seeds' quarantine is a CiliumClusterwideNetworkPolicy
+not only namespaced NetworkPolicies (issue 34): docs/levers.md's quarantine is a CiliumClusterwideNetworkPolicy
 whose egress deny wins over any allow, a Calico GlobalNetworkPolicy is applied in its `order`, and a pod on
 the host network is never isolated.
 
@@ -32,8 +32,8 @@ def no_policies(cells):
         cells.east3.delete("networkpolicy", p["metadata"]["name"], NS)
 
 
-def seeds_ccnp() -> dict:
-    """The seeds' quarantine, as written there: forensics may reach in, egress is denied to everything."""
+def ir_quarantine_ccnp() -> dict:
+    """docs/levers.md's quarantine policy: forensics may reach in, egress is denied to everything."""
     return {
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumClusterwideNetworkPolicy",
@@ -77,8 +77,8 @@ async def pull(app) -> str:
     return await say(app, PULL, SEC, inc.channel_id)
 
 
-async def test_the_seeds_clusterwide_cilium_policy_isolates(app, cells, no_policies):
-    cells.east3.put(seeds_ccnp())
+async def test_the_documented_clusterwide_cilium_policy_isolates(app, cells, no_policies):
+    cells.east3.put(ir_quarantine_ccnp())
     out = await pull(app)
     assert "applied and verified (ir.corp/quarantine=true; isolated: " in out, out
     assert "ingress denied by CiliumClusterwideNetworkPolicy ir-quarantine (only from " in out, out
@@ -87,14 +87,14 @@ async def test_the_seeds_clusterwide_cilium_policy_isolates(app, cells, no_polic
 
 
 async def test_a_cilium_egress_deny_wins_over_a_networkpolicy_allow(app, cells, no_policies):
-    cells.east3.put(seeds_ccnp())
+    cells.east3.put(ir_quarantine_ccnp())
     cells.east3.put(allow("agents-egress", egress=[{}]))
     out = await pull(app)
     assert "applied and verified" in out and "egress denied to all by CiliumClusterwideNetworkPolicy" in out, out
 
 
 async def test_a_cilium_allow_of_ingress_breaks_it(app, cells, no_policies):
-    cells.east3.put(seeds_ccnp())
+    cells.east3.put(ir_quarantine_ccnp())
     cells.east3.put(
         {
             "apiVersion": "cilium.io/v2",
@@ -137,7 +137,7 @@ async def test_a_pod_on_the_host_network_is_never_isolated(app, cells):
 
 
 async def test_a_cilium_deny_limited_to_ports_lets_another_allow_through(app, cells, no_policies):
-    ccnp = seeds_ccnp()
+    ccnp = ir_quarantine_ccnp()
     ccnp["spec"]["egressDeny"] = [{"toEntities": ["all"], "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]
     cells.east3.put(ccnp)
     cells.east3.put(allow("agents-egress", egress=[{}]))  # every other port is allowed by this

@@ -1,4 +1,4 @@
-"""policies/roles.yaml: who may hold each seat. The packaged default is DESIGN §11's; a bad entry
+"""policies/roles.yaml: who may hold each seat. The packaged default is docs/security-model.md's; a bad entry
 is refused at load with its file and line (a group Slack doesn't know: at start, tests/levers)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from bot.policy.eligible import RolesPolicy
 from bot.policy.roles import ROLES
 
 
-def test_every_seat_has_an_entry_and_the_packaged_default_is_the_designs():
-    # `publish` is no role anyone holds: who may speak to the stakeholder channel (DESIGN §11).
+def test_every_seat_has_an_entry_and_the_packaged_default_is_the_documented_one():
+    # `publish` is no role anyone holds: who may speak to the stakeholder channel (docs/security-model.md).
     assert set(RolesPolicy.model_fields) == {*ROLES, "publish"}
     roles = load_policy().roles
     assert {seat: roles.of(seat) for seat in ROLES} == {

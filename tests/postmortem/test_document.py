@@ -21,9 +21,11 @@ import pytest
 
 from bot.incidents.models import Incident
 from bot.postmortem import figures as fig
+from bot.signals.store import store as signals_store
 from fbworld.dcgm import XID_ERRORS
 from tests.support.core import run_cli
 from tests.support.harness import T0, RunningApp
+from tests.support.messages import say
 from tests.support.ports import free_port
 from tests.support.prometheus import (
     Exporter,
@@ -120,12 +122,6 @@ async def at(app: RunningApp, hhmm: str) -> None:
     app.clock.set(T0 - (3 * 60 + 10) * 60 + h * HOUR + m * 60)
 
 
-async def say(app: RunningApp, inc: Incident, text: str, user: str = ONCALL_A, expect: str = "") -> str:
-    out = await app.run(text, user=user, channel=inc.channel_id or "")
-    assert expect in out, out
-    return out
-
-
 async def opened(app: RunningApp) -> Incident:
     """The alerts arrive at 03:05 (received), the delivery job opens INC-1 at 03:06 (declared)."""
     await at(app, "03:05")
@@ -140,64 +136,80 @@ async def run_incident(app: RunningApp, *, facts: bool = True) -> Incident:
     """The incident of the golden postmortem, from the first alert to the facts and items."""
     inc = await opened(app)
     await at(app, "03:20")
-    await say(app, inc, "assess --gpus 4096", expect="Matrix says")
+    await say(app, "assess --gpus 4096", ONCALL_A, inc.channel_id or "", expect="Matrix says")
     await at(app, "03:25")
-    await say(app, inc, f"role scribe <@{SCRIBE}>", expect="is now")
-    await say(app, inc, f"role ops <@{OPS}>", expect="is now")
+    await say(app, f"role scribe <@{SCRIBE}>", ONCALL_A, inc.channel_id or "", expect="is now")
+    await say(app, f"role ops <@{OPS}>", ONCALL_A, inc.channel_id or "", expect="is now")
     await at(app, "03:40")
     await say(
         app,
-        inc,
         "update Draining the node with XID 79 | off the bus; the job restarts from its 00:30 checkpoint",
+        ONCALL_A,
+        inc.channel_id or "",
         expect="Update posted",
     )
     await at(app, "04:10")
-    await say(app, inc, "assess --gpus 1024", expect="Matrix says")
+    await say(app, "assess --gpus 1024", ONCALL_A, inc.channel_id or "", expect="Matrix says")
     await at(app, "05:00")
-    await say(app, inc, "mitigated", expect="is now mitigated")
+    await say(app, "mitigated", ONCALL_A, inc.channel_id or "", expect="is now mitigated")
     await at(app, "05:10")
     status, _ = await post(app, payload(alerts("resolved")))
     assert status == 200
 
     async def cleared() -> bool:
-        recs = await app.services.incidents.alert_records(inc.id)  # type: ignore[attr-defined]
+        recs = await signals_store(app.services).alert_records(inc.id)
         return all(r.resolved_at for r in recs.values())
 
     await settle(app, cleared)
     await at(app, "05:30")
-    await say(app, inc, "resolved", expect="is now resolved")
+    await say(app, "resolved", ONCALL_A, inc.channel_id or "", expect="is now resolved")
     if not facts:
         return inc
     await at(app, "06:00")
-    await say(app, inc, "cause detection the XID rule had `for: 2h`, so a GPU off the bus paged two hours late", SCRIBE)
-    await say(app, inc, "cause trigger driver 550.127.05 rolled out to us-east-1 at 00:55", SCRIBE)
     await say(
         app,
-        inc,
+        "cause detection the XID rule had `for: 2h`, so a GPU off the bus paged two hours late",
+        SCRIBE,
+        inc.channel_id or "",
+    )
+    await say(app, "cause trigger driver 550.127.05 rolled out to us-east-1 at 00:55", SCRIBE, inc.channel_id or "")
+    await say(
+        app,
         "cause root class: driver the 550.127.05 driver drops GPUs off the bus under NCCL all-reduce at 4K GPUs",
         SCRIBE,
+        inc.channel_id or "",
     )
-    await say(app, inc, "postmortem rework 1.5")
-    await say(app, inc, "postmortem impact-figures requests=48200 tokens=1200000")
+    await say(app, "postmortem rework 1.5", ONCALL_A, inc.channel_id or "")
+    await say(app, "postmortem impact-figures requests=48200 tokens=1200000", ONCALL_A, inc.channel_id or "")
     await at(app, "06:05")
     await say(
         app,
-        inc,
         f"action Page on XID 79 within 5 minutes (drop `for: 2h`) --owner <@{SCRIBE}> --due 2026-12-15 "
         '--verify "inject XID 79 on a staging node | it pages within 5 min" --kind alert',
+        ONCALL_A,
+        inc.channel_id or "",
         expect="AI-1",
     )
     await say(
         app,
-        inc,
         f"action Keep driver 550.127.05 out of the fleet image --owner <@{OPS}> --due 2026-12-05 "
         '--verify "no node reports 550.127.05" --kind guardrail',
+        ONCALL_A,
+        inc.channel_id or "",
         expect="AI-2",
     )
     await at(app, "06:07")
-    await say(app, inc, "action done AI-2 fleet image gpu-2026-12-01 ships 550.144.03", OPS, expect="AI-2")
+    await say(
+        app, "action done AI-2 fleet image gpu-2026-12-01 ships 550.144.03", OPS, inc.channel_id or "", expect="AI-2"
+    )
     await at(app, "06:10")
-    await say(app, inc, "postmortem sev 2 the job restarted from its checkpoint; no users were hurt", expect="SEV2")
+    await say(
+        app,
+        "postmortem sev 2 the job restarted from its checkpoint; no users were hurt",
+        ONCALL_A,
+        inc.channel_id or "",
+        expect="SEV2",
+    )
     await at(app, "06:15")
     return inc
 
@@ -205,7 +217,7 @@ async def run_incident(app: RunningApp, *, facts: bool = True) -> Incident:
 async def posted_postmortem(app: RunningApp, inc: Incident) -> tuple[str, Any]:
     """`/incident postmortem`: the reply, and the one file it shared in the incident channel."""
     before = len(app.slack.files(inc.channel_id))
-    reply = await say(app, inc, "postmortem", SCRIBE)
+    reply = await say(app, "postmortem", SCRIBE, inc.channel_id or "")
     files = app.slack.files(inc.channel_id)
     assert len(files) == before + 1, reply
     return reply, files[-1]
@@ -279,7 +291,12 @@ async def test_prometheus_unreachable_is_said_and_the_startsAt_stands(app, tmp_p
 
 async def test_postmortem_impact_overrides_what_prometheus_found_with_its_evidence(app):
     inc = await run_incident(app, facts=False)
-    await say(app, inc, "postmortem impact 2026-11-30T00:40Z loss curve flat from step 81,200 (grafana)")
+    await say(
+        app,
+        "postmortem impact 2026-11-30T00:40Z loss curve flat from step 81,200 (grafana)",
+        ONCALL_A,
+        inc.channel_id or "",
+    )
     _, f = await posted_postmortem(app, inc)
     text = f.content.decode()
     assert "- Impact start: 2026-11-30 00:40:00 UTC, set with `postmortem impact`" in text
@@ -290,7 +307,7 @@ async def test_postmortem_impact_overrides_what_prometheus_found_with_its_eviden
 async def test_an_open_incident_gets_a_draft_marked_as_one(app):
     inc = await opened(app)
     await at(app, "03:30")
-    await say(app, inc, "assess --gpus 512", expect="Matrix says")
+    await say(app, "assess --gpus 512", ONCALL_A, inc.channel_id or "", expect="Matrix says")
     await at(app, "04:00")
     reply, f = await posted_postmortem(app, inc)
     assert reply.endswith("It is a DRAFT: the incident is still open.")
@@ -314,7 +331,13 @@ async def test_an_open_incident_gets_a_draft_marked_as_one(app):
 async def test_items_without_an_alert_runbook_guardrail_or_gameday_are_flagged(app):
     inc = await opened(app)
     await at(app, "03:30")
-    await say(app, inc, 'action write it up --owner <@UALEX> --due 2026-12-15 --verify "it is written"', expect="AI-1")
+    await say(
+        app,
+        'action write it up --owner <@UALEX> --due 2026-12-15 --verify "it is written"',
+        ONCALL_A,
+        inc.channel_id or "",
+        expect="AI-1",
+    )
     _, f = await posted_postmortem(app, inc)
     text = f.content.decode()
     assert "| AI-1 | write it up | @UALEX | 2026-12-15 | it is written | other | open |  |" in text
@@ -327,9 +350,14 @@ async def test_user_text_cannot_break_the_document(app):
     inc = await opened(app)
     await at(app, "03:30")
     hostile = "a | b\n## Injected\n<!channel> <script>x</script> \\| c"
-    await say(app, inc, f"update {hostile}")
-    await say(app, inc, f"cause trigger {hostile}")
-    await say(app, inc, f'action {hostile} --owner <@UALEX> --due 2026-12-15 --verify "v | w" --kind runbook')
+    await say(app, f"update {hostile}", ONCALL_A, inc.channel_id or "")
+    await say(app, f"cause trigger {hostile}", ONCALL_A, inc.channel_id or "")
+    await say(
+        app,
+        f'action {hostile} --owner <@UALEX> --due 2026-12-15 --verify "v | w" --kind runbook',
+        ONCALL_A,
+        inc.channel_id or "",
+    )
     _, f = await posted_postmortem(app, inc)
     text = f.content.decode()
     assert sections(text) == EXPECTED_SECTIONS
@@ -344,7 +372,7 @@ async def test_user_text_cannot_break_the_document(app):
 async def test_a_slack_refusal_of_the_upload_says_nothing_was_posted(app):
     inc = await opened(app)
     app.slack.fail_next("files.completeUploadExternal", "channel_not_found")
-    out = await say(app, inc, "postmortem")
+    out = await say(app, "postmortem", ONCALL_A, inc.channel_id or "")
     assert out.startswith("Slack refused the postmortem file (files.completeUploadExternal: channel_not_found)")
     assert "nothing was posted" in out and "firebreak postmortem INC-1" in out
     assert app.slack.files(inc.channel_id) == []

@@ -1,4 +1,4 @@
-"""Issue 35 item 12: the postmortem's facts are the IC's and the scribe's (DESIGN §3), not anyone's.
+"""Issue 35 item 12: the postmortem's facts are the IC's and the scribe's (docs/commands.md), not anyone's.
 `cause trigger|root|detection` and `postmortem impact|rework|impact-figures` from anyone else are
 refused, nothing stored; the scribe (whoever the IC seats) and the IC may set them, before and
 after the incident is resolved. The document itself (`postmortem`) stays anyone's to read."""

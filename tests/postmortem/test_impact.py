@@ -5,7 +5,6 @@ Prometheus and the whole path are in test_document.py."""
 
 from __future__ import annotations
 
-from bot.incidents.models import AlertRecord
 from bot.postmortem.impact import (
     LOOKBACK_S,
     STEP_S,
@@ -19,6 +18,7 @@ from bot.postmortem.impact import (
     window,
 )
 from bot.prom import Failed, Matrix, Series, Vector, Why
+from bot.signals.models import AlertRecord
 from tests.support.harness import T0
 
 

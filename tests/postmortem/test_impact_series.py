@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 import pytest
 
-from bot.incidents.models import AlertRecord
 from bot.postmortem.impact import Found, earliest, evaluate
 from bot.prom.connect import Prometheus
+from bot.signals.models import AlertRecord
 from fbworld.dcgm import XID_ERRORS
 from tests.support.harness import T0
 from tests.support.prometheus import (

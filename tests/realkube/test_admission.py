@@ -30,6 +30,7 @@ from levers.base import Ctx, Lever, Target, params_of, version_of
 from levers.catalogue import LEVERS
 from levers.kube import KubeError, kube_for
 from levers.plan import MERGE, ApiCall, Plan, read
+from tests.support.catalogue import assert_every_lever
 from tests.support.deploy import DEPLOY, policy
 from tests.support.harness import RunningApp, start_app
 from tests.support.kube_apiserver import KubeAPIServer
@@ -224,6 +225,10 @@ PULLS = [
     ("rollout-abort", "serve-chat/llm-70b", {}, CELL),
     ("remediation-pause", "nhc-gpu", {}, CELL),
 ]
+
+
+def test_the_pulls_name_every_lever():
+    assert_every_lever((pull[0] for pull in PULLS), "tests/realkube/test_admission.py PULLS")
 
 
 @pytest.mark.parametrize(("lever", "target", "params", "context"), PULLS, ids=[f"{p[0]}:{p[1]}" for p in PULLS])

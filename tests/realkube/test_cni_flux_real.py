@@ -101,7 +101,7 @@ def sandbox_pod(served: KubeAPIServer) -> Iterator[KubeAPIServer]:
         served.delete("pod", POD, namespace=SBX)
 
 
-async def test_the_seeds_clusterwide_cilium_policy_isolates_on_the_real_server(app, sandbox_pod):
+async def test_the_documented_clusterwide_cilium_policy_isolates_on_the_real_server(app, sandbox_pod):
     s = sandbox_pod
     ccnp = {
         "apiVersion": "cilium.io/v2",

@@ -7,7 +7,7 @@ rules; here the real RBAC authorizer and admission chain decide.
 
 The controllers are the real ones (tests/realkube/conftest.py `controllers`): Argo Rollouts, KEDA,
 Kueue and JobSet built from their upstream modules, and NodeHealthCheck's stand-in (upstream is not
-served here). The seeds are what they need to run (a ResourceFlavor, a LocalQueue and the quota for
+served here). The seeded objects are what they need to run (a ResourceFlavor, a LocalQueue and the quota for
 the queued JobSet, the Rollout's Services, the NodeHealthCheck's remediation template, triggers KEDA
 can evaluate here), every status is theirs, and each pull and undo waits for the controller's own
 reaction (`reaction` below). No ReplicaSet controller or kubelet runs: the Rollout's ReplicaSets are
@@ -35,6 +35,7 @@ from levers.kube import FIELD_MANAGER
 from levers.store import lever_store
 from tests.realkube.conftest import OVERLAY
 from tests.support.argo_controller import HASH_LABEL, follow_replica_sets, replica_sets
+from tests.support.catalogue import assert_every_lever, lever_of
 from tests.support.deploy import DEPLOY
 from tests.support.jobset_controller import delete_children, jobs_of
 from tests.support.kube_apiserver import BOT_NS, BOT_SA, KubeAPIServer, cond, until_read
@@ -227,7 +228,7 @@ async def mid_canary(s: KubeAPIServer) -> None:
 
 
 async def settled(s: KubeAPIServer) -> None:
-    """Each controller has made the seeds its own: Kueue admitted the queued JobSet (and unsuspended it),
+    """Each controller has made the seeded objects its own: Kueue admitted the queued JobSet (and unsuspended it),
     KEDA reconciled each ScaledObject (Ready, its HPA made), the JobSet controller made the other
     JobSet's Jobs, NodeHealthCheck reports itself paused by the other party. What `before` reads in the
     test is then the controllers' steady state, not a moment of their first passes."""
@@ -246,7 +247,7 @@ async def settled(s: KubeAPIServer) -> None:
 
 
 def unseed(s: KubeAPIServer, objs: list[dict]) -> None:
-    """What the seeds and the controllers made, gone, waiting on the controllers' finalizers (Kueue's on
+    """What seeding and the controllers made, gone, waiting on the controllers' finalizers (Kueue's on
     Workloads and queues, KEDA's on ScaledObjects), so the next test's seeds are new objects. No garbage
     collector runs: the JobSets' Jobs and Services, the Workloads, KEDA's HPAs and Argo's ReplicaSets are
     deleted by hand."""
@@ -321,6 +322,10 @@ PULLS = [
     ),
     (f"lever rollout-abort {NS}/{ROLLOUT} --cell us-east-3", MODEL, ("rollout.argoproj.io", NS, ROLLOUT)),  # no undo
 ]
+
+
+def test_the_pulls_name_every_lever():
+    assert_every_lever((lever_of(command) for command, _, _ in PULLS), "tests/realkube/test_levers_live.py PULLS")
 
 
 def read_back(s: KubeAPIServer, target: tuple[str, str | None, str | None]) -> dict:

@@ -4,7 +4,7 @@ audit log; the page still opens its incident (issue 24)."""
 
 from __future__ import annotations
 
-from bot.incidents.store import repo
+from bot.signals.store import store as signals_store
 from tests.support.core import nowhere
 from tests.support.harness import dump
 from tests.support.signals import CELL_A, incidents, payload, post, settle, summaries, texts, wire
@@ -25,7 +25,7 @@ async def test_a_token_in_an_alert_annotation_or_label_is_redacted_everywhere(ap
     [shown] = await settle(app, lambda: _nonempty(summaries(app, inc.channel_id)))
     assert inc.cells == [CELL_A]
     assert "[redacted Slack token]" in inc.title
-    [record] = (await repo(app.services).alert_records(inc.id)).values()
+    [record] = (await signals_store(app.services).alert_records(inc.id)).values()
     assert record.summary == "TTFT burn; debug with curl -H 'Authorization: [redacted Slack token]'"
     assert record.labels["runbook_token"] == "[redacted JWT]"
     assert SLACK not in shown

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
+from bot.signals.store import store as signals_store
 from tests.support.alertmanager import AlertmanagerServer, alert
 from tests.support.harness import audit_entries
 from tests.support.signals import CELL_A, CELL_B, ONCALL_A, TOKEN, incidents, settle, summaries, texts
@@ -87,7 +88,7 @@ async def test_alerts_are_grouped_by_cell_one_incident_and_one_summary_each(app,
     assert "Incident Commander*: _empty_" in str(card["blocks"])
 
     # Kept for the postmortem: each alert's startsAt, generatorURL, fingerprint and labels.
-    records = await app.services.incidents.alert_records(a.id)  # type: ignore[attr-defined]
+    records = await signals_store(app.services).alert_records(a.id)
     assert len(records) == 3
     for fp, r in records.items():
         assert r.fingerprint == fp and r.starts_at and r.generator_url.startswith("http://prometheus:9090/graph")
@@ -108,7 +109,7 @@ async def test_a_storm_of_400_alerts_is_one_incident_and_one_summary(app, am):
     assert len(texts(app, inc.channel_id)) == 2
     assert len(app.slack.calls_to("chat.postMessage")) == 2
     assert len(await _alert_entries(app)) == 1
-    assert len(await app.services.incidents.alert_records(inc.id)) == 400  # type: ignore[attr-defined]
+    assert len(await signals_store(app.services).alert_records(inc.id)) == 400
 
 
 async def test_a_security_alert_opens_its_own_sev1_posts_to_security_and_links_the_cell_incident(app, am):
@@ -138,7 +139,7 @@ async def test_a_security_alert_opens_its_own_sev1_posts_to_security_and_links_t
     assert "Security alert: SEV1 by policy." in summary and f"Open incident of the same cell: {cell_inc.id}" in summary
     # The cell's incident is not told (containment narrows who knows), and its alerts stay its own.
     assert len(texts(app, cell_inc.channel_id)) == before
-    assert len(await app.services.incidents.alert_records(cell_inc.id)) == 1  # type: ignore[attr-defined]
+    assert len(await signals_store(app.services).alert_records(cell_inc.id)) == 1
     [entry] = await _alert_entries(app, sec.id)
     assert entry["detail"]["linked"] == cell_inc.id and entry["detail"]["security_channel"] == "posted"
 
@@ -189,7 +190,7 @@ async def test_partial_then_full_redelivery_adds_only_what_is_new(app, am):
     got = await settle(app, lambda: _summaries_n(app, inc.channel_id, 2))
     assert "2 alerts firing in `us-east-1`: `KVCacheHigh` ×2. 2 nodes: `gpu-a3-0200`, `gpu-a3-0201`." in got[1]
     assert len(await incidents(app)) == 1
-    assert len(await app.services.incidents.alert_records(inc.id)) == 4  # type: ignore[attr-defined]
+    assert len(await signals_store(app.services).alert_records(inc.id)) == 4
     entries = await _alert_entries(app, inc.id)
     assert [e["detail"]["firing"] for e in entries] == [2, 2]
     assert entries[1]["detail"]["unchanged"] == 2
@@ -207,7 +208,7 @@ async def test_resolved_alerts_go_on_the_timeline_and_people_resolve_the_inciden
     assert "firing" not in got[1]
     entries = await _alert_entries(app, inc.id)
     assert (entries[-1]["detail"]["resolved"], entries[-1]["detail"]["firing"]) == (2, 0)
-    records = await app.services.incidents.alert_records(inc.id)  # type: ignore[attr-defined]
+    records = await signals_store(app.services).alert_records(inc.id)
     assert sorted(r.status for r in records.values()) == ["firing", "resolved", "resolved"]
     assert all(r.ends_at for r in records.values() if r.status == "resolved")
     assert (await app.incident(inc.id)).status.value == "active"  # humans resolve incidents
@@ -225,7 +226,7 @@ async def test_an_alert_that_fires_again_after_its_incident_was_resolved_opens_o
     kv = page("KVCacheHigh", CELL_A, node="gpu-a3-0101")
     await am.post_alerts([kv])
     [old] = await settle(app, lambda: incidents(app))
-    [first] = (await app.services.incidents.alert_records(old.id)).values()  # type: ignore[attr-defined]
+    [first] = (await signals_store(app.services).alert_records(old.id)).values()
     assert "resolved" in await app.run("resolved", user=ONCALL_A, channel=old.channel_id)
 
     await am.resolve_alerts([kv])  # the late resolve: it belongs to the resolved incident
@@ -237,14 +238,14 @@ async def test_an_alert_that_fires_again_after_its_incident_was_resolved_opens_o
     found = await settle(app, lambda: _incidents_n(app, 2))
     new = found[1]
     assert new.is_open and new.cells == [CELL_A]
-    [again] = (await app.services.incidents.alert_records(new.id)).values()  # type: ignore[attr-defined]
+    [again] = (await signals_store(app.services).alert_records(new.id)).values()
     assert again.fingerprint == first.fingerprint and again.starts_at > first.starts_at
     assert again.status == "firing"
 
     await am.resolve_alerts([kv])  # this episode's resolve goes to the incident it opened
     got = await settle(app, lambda: _summaries_n(app, new.channel_id, 2))
     assert got[1].startswith(":white_check_mark: 1 alert resolved: `KVCacheHigh`"), got[1]
-    [done] = (await app.services.incidents.alert_records(new.id)).values()  # type: ignore[attr-defined]
+    [done] = (await signals_store(app.services).alert_records(new.id)).values()
     assert done.status == "resolved" and len(await incidents(app)) == 2
 
 

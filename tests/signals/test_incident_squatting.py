@@ -8,6 +8,7 @@ us-east-2; OUTSIDER is in no user group; U_IC is in @ml-ic."""
 
 from __future__ import annotations
 
+from bot.signals.store import store as signals_store
 from tests.support.harness import audit_entries
 from tests.support.signals import CELL_A, ONCALL_A, incidents, payload, post, settle, summaries, texts, wire
 from tests.support.workspace import OUTSIDER
@@ -25,7 +26,7 @@ async def test_a_page_does_not_join_an_incident_a_squatter_declared_with_its_cel
     # The page opened its own incident, its on-call seated as IC; the squatter's heard nothing of it.
     assert own.cells == [CELL_A] and own.holder("ic") == ONCALL_A and own.alert_group == CELL_A
     assert summaries(app, squat.channel_id) == []
-    assert await app.services.incidents.alert_records(squat.id) == {}  # type: ignore[attr-defined]
+    assert await signals_store(app.services).alert_records(squat.id) == {}
 
     # Later deliveries for the cell keep feeding the page's own incident.
     await post(app, payload([wire("KVCacheHigh", node="gpu-9")]))

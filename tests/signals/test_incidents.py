@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.signals.store import store as signals_store
 from tests.support.harness import T0, audit_entries, start_app
 from tests.support.signals import (
     CELL_A,
@@ -60,7 +61,7 @@ async def test_two_replicas_and_20_concurrent_deliveries_open_one_incident_per_c
         found = await incidents(apps[0])
         assert sorted(i.cells[0] for i in found) == sorted(CELLS)
         for inc in found:
-            records = await apps[0].services.incidents.alert_records(inc.id)  # type: ignore[attr-defined]
+            records = await signals_store(apps[0].services).alert_records(inc.id)
             assert len(records) == 20 * 20  # every alert of the cell, each once
             per_delivery = summaries(apps[0], inc.channel_id)
             assert 1 <= len(per_delivery) <= 20  # one per delivery that brought news, never one per alert
@@ -151,7 +152,7 @@ async def test_after_people_resolve_it_a_still_firing_alert_opens_nothing_and_a_
     await post(app, payload([old, wire("DCGMXid79", node="gpu-2")]))  # something new fires
     found = await settle(app, lambda: _min(incidents(app), 2))
     new = found[1]
-    records = await app.services.incidents.alert_records(new.id)  # type: ignore[attr-defined]
+    records = await signals_store(app.services).alert_records(new.id)
     assert [r.alertname for r in records.values()] == ["DCGMXid79"]
 
     # The old alert resolving belongs to the resolved incident: it changes nothing now.
@@ -171,7 +172,7 @@ async def test_an_alert_whose_resolve_never_came_opens_an_incident_when_it_fires
     again = {**first, "startsAt": "2026-11-30T05:40:00.5Z"}  # same fingerprint, fired again
     await post(app, payload([again]))
     found = await settle(app, lambda: _min(incidents(app), 2))
-    [record] = (await app.services.incidents.alert_records(found[1].id)).values()  # type: ignore[attr-defined]
+    [record] = (await signals_store(app.services).alert_records(found[1].id)).values()
     assert (record.fingerprint, record.starts_at) == (first["fingerprint"], "2026-11-30T05:40:00.5Z")
 
     # A repeat of the first episode still belongs to the resolved incident.

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.signals.store import store as signals_store
 from tests.support.harness import audit_entries, start_app
 from tests.support.signals import CELL_A, TOKEN, incidents, payload, pending_jobs, post, settle, summaries, wire
 from tests.support.signals import policy_dir as make_policy_dir
@@ -113,7 +114,7 @@ async def test_a_large_storm_under_5_mb_is_taken(app):
     [inc] = await settle(app, lambda: incidents(app))
     [summary] = await settle(app, lambda: _summaries(app, inc.channel_id))
     assert "2000 alerts firing in `us-east-1`: `DCGMXid` ×2000. 2000 nodes:" in summary
-    assert len(await app.services.incidents.alert_records(inc.id)) == 2000  # type: ignore[attr-defined]
+    assert len(await signals_store(app.services).alert_records(inc.id)) == 2000
 
 
 async def _summaries(app, channel):
@@ -139,7 +140,7 @@ async def test_alerts_without_a_cell_are_grouped_under_unknown_cell_and_the_summ
     [summary] = await settle(app, lambda: _summaries(app, inc.channel_id))
     assert "2 alerts firing in `unknown-cell`" in summary
     assert "2 alerts of this delivery had no usable `cell` label, so they are grouped under `unknown-cell`" in summary
-    records = await app.services.incidents.alert_records(inc.id)  # type: ignore[attr-defined]
+    records = await signals_store(app.services).alert_records(inc.id)
     assert sorted(r.labels.get("cell", "") for r in records.values()) == ["", "Bad Cell!"]  # kept as sent
 
 

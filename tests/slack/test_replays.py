@@ -1,14 +1,16 @@
-"""A signed request sent again byte for byte (same body, same timestamp) while its signature is
-still valid does nothing the second time: a replayed `declare` opens no second incident, a
+"""A delivery received again does nothing the second time: over HTTP a signed request sent again
+byte for byte (same body, same timestamp) while its signature is still valid, over Socket Mode
+an envelope delivered again (same envelope id). A replayed `declare` opens no second incident, a
 replayed button or form runs once. The check is after-ack work, so a replay is acknowledged
 like the first delivery; for a command the person is then told, at its response_url, that
-nothing was done twice. Slack's own retries of an event are signed anew (a later
+nothing was done twice. Slack's own HTTP retries of an event are signed anew (a later
 timestamp), so they still get through, and the event's own dedupe decides.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import pytest
@@ -16,9 +18,10 @@ import pytest
 from bot.incidents.store import repo
 from bot.store import Keys
 from fbworld.slack import block_actions_body, event_body, sign, slash_command_body, view_submission_body
+from fbworld.slack.socket_mode import ack_text, envelope_of
 from tests.support.comms import LEASE, _msg, _warnings, kill_at_post
 from tests.support.core import CAROL, IC, TITLE
-from tests.support.harness import audit_entries, start_app
+from tests.support.harness import MODES, RunningApp, audit_entries, start_app
 from tests.support.ports import free_port
 
 FORM, JSON = "application/x-www-form-urlencoded", "application/json"
@@ -26,15 +29,32 @@ ALREADY = "Already received; nothing done twice."
 UPDATE_VALUES = {"update": {"text": {"type": "plain_text_input", "value": "Chat API: recovering"}}}
 
 
-async def _send_copies(app, body: bytes, ctype: str = FORM, copies: int = 2, concurrent: bool = False):
-    """The same signed request ``copies`` times: identical bytes and headers, as a replayer sends."""
+def _copier(app: RunningApp, session: aiohttp.ClientSession, body: bytes, ctype: str = FORM):
+    """Sends one copy of the same delivery each call: over HTTP identical bytes and signed headers,
+    as a replayer sends; over Socket Mode the same envelope (id) again, as Slack redelivers."""
+    if app.socket is not None:
+        kind, payload = envelope_of(body, ctype)
+        envelope_id, attempts = f"env-{id(body)}", iter(range(1000))
+
+        async def again() -> tuple[int, str]:
+            n = next(attempts)
+            ack = await app.slack.socket.deliver(kind, payload, envelope_id, n, "timeout" if n else None)
+            return 200, ack_text(ack.payload)
+
+        return again
     headers = {"Content-Type": ctype, **sign(body, app.sender.secret)}
+
+    async def one() -> tuple[int, str]:
+        async with session.post(app.sender.url, data=body, headers=headers) as resp:
+            return resp.status, await resp.text()
+
+    return one
+
+
+async def _send_copies(app, body: bytes, ctype: str = FORM, copies: int = 2, concurrent: bool = False):
+    """The same delivery ``copies`` times (``_copier``)."""
     async with aiohttp.ClientSession() as s:
-
-        async def one() -> tuple[int, str]:
-            async with s.post(app.sender.url, data=body, headers=headers) as resp:
-                return resp.status, await resp.text()
-
+        one = _copier(app, s, body, ctype)
         if concurrent:
             return await asyncio.gather(*(one() for _ in range(copies)))
         return [await one() for _ in range(copies)]
@@ -44,6 +64,7 @@ def _actions(entries: list[dict], action: str) -> list[dict]:
     return [e for e in entries if e["action"] == action]
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_replayed_declare_opens_one_incident(app):
     body = slash_command_body("declare GPU hang --sev 2", user_id=IC, response_url=app.slack.response_url("d"))
     (s1, t1), (s2, t2) = await _send_copies(app, body)
@@ -56,6 +77,7 @@ async def test_a_replayed_declare_opens_one_incident(app):
     assert len(replies) == 2 and replies[0] == ALREADY and replies[1].startswith("Declared INC-1"), replies
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_many_copies_at_once_still_run_once(app):
     body = slash_command_body("declare GPU hang --sev 2", user_id=IC, response_url=app.slack.response_url("d"))
     results = await _send_copies(app, body, copies=12, concurrent=True)
@@ -66,6 +88,7 @@ async def test_many_copies_at_once_still_run_once(app):
     assert len(_actions(await audit_entries(app), "command.declare")) == 1
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_the_same_command_typed_again_is_not_a_replay(app):
     """Slack gives every invocation its own trigger_id: typing it twice runs it twice."""
     await app.declare(TITLE, sev=3, user=IC)
@@ -73,6 +96,7 @@ async def test_the_same_command_typed_again_is_not_a_replay(app):
     assert out.startswith("Declared INC-2"), out
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_replayed_button_press_runs_once(app):
     ch = (await app.declare(TITLE, sev=3, user=IC)).channel_id
     await app.run(f"handoff ic <@{CAROL}>", user=IC, channel=ch)
@@ -85,6 +109,7 @@ async def test_a_replayed_button_press_runs_once(app):
     assert len(app.slack.responses_for("a")) == 1
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_replayed_form_submission_is_applied_once(app):
     await app.declare(TITLE, sev=3, user=IC)
     body = view_submission_body("cadence.update", IC, UPDATE_VALUES, private_metadata="INC-1")
@@ -95,27 +120,29 @@ async def test_a_replayed_form_submission_is_applied_once(app):
     assert len(_actions(await audit_entries(app, "INC-1"), "command.update")) == 1
 
 
-async def test_an_event_replayed_byte_for_byte_is_dropped_but_slacks_retry_is_not(app):
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_event_replayed_byte_for_byte_is_dropped_but_slacks_retry_is_not(app, mode):
     inc = await app.declare(TITLE, sev=2, cells=())
     body = event_body(_msg(inc.channel_id, "key: AKIAIOSFODNN7EXAMPLE"), "EvReplay")
-    headers = {"Content-Type": JSON, **sign(body, app.sender.secret)}
     kill_at_post(app, ":warning:", landed=False)  # the first delivery's processing dies
     async with aiohttp.ClientSession() as s:
-        async with s.post(app.sender.url, data=body, headers=headers) as resp:
-            assert resp.status == 200
+        again = _copier(app, s, body, JSON)
+        assert (await again())[0] == 200
         await app.drain()
         app.clock.advance(LEASE + 1)  # the dead delivery's claim on the event id has lapsed
-        async with s.post(app.sender.url, data=body, headers=headers) as resp:  # the same bytes again
-            assert resp.status == 200
+        assert (await again())[0] == 200  # the same delivery again
     await app.drain()
     assert _warnings(app, inc.channel_id) == []  # the replay did not run
+    if mode == "socket":
+        return  # Slack redelivers only an envelope it saw no ack for, and under its own envelope id
     # Slack's retry of the same event: the same body under a later timestamp.
-    status, _, _ = await app.sender.post(body, JSON, timestamp=int(headers["X-Slack-Request-Timestamp"]) + 60)
+    status, _, _ = await app.sender.post(body, JSON, timestamp=int(time.time()) + 60)
     assert status == 200
     await app.drain()
     assert len(_warnings(app, inc.channel_id)) == 1
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_the_replay_mark_lasts_as_long_as_a_signature_can_be_valid(app):
     await app.run("help", user=IC)
     [key] = await app.services.redis.keys(Keys.inbound("*"))

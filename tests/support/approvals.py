@@ -14,6 +14,8 @@ from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from fbworld.slack import FakeSlack
 from levers.store import lever_store
 from tests.support.harness import RunningApp, start_app
+from tests.support.messages import channel_texts
+from tests.support.messages import text_of as text_of
 
 SEC = "C_SEC"
 CELL = "us-east-3"
@@ -72,7 +74,7 @@ class World:
         return out
 
     def security_posts(self) -> list[str]:
-        return [m["text"] for m in self.slack.messages(SEC)]
+        return channel_texts(self.app, SEC)
 
     async def restart(self) -> RunningApp:
         """A new Firebreak process on the same Redis (the old one is gone), start hooks run."""
@@ -105,16 +107,6 @@ def buttons(message: dict) -> list[str]:
         for el in b.get("elements", [])
         if el.get("type") == "button"
     ]
-
-
-def text_of(message: dict) -> str:
-    """All text a person sees on the (current) message."""
-    parts = [message.get("text") or ""]
-    for b in message.get("blocks") or []:
-        for t in [b.get("text"), *(b.get("fields") or []), *(b.get("elements") or [])]:
-            if isinstance(t, dict) and isinstance(t.get("text"), str):
-                parts.append(t["text"])
-    return "\n".join(parts)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Run the real Firebreak app over HTTP against fakes, for tests and benchmarks."""
+"""Run the real Firebreak app against fakes, for tests and benchmarks: Slack reaches it over HTTP
+(signed POSTs) or Socket Mode (the emulator's WebSocket, slack_sdk's client in the app)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from bot.incidents.models import Incident
 from bot.incidents.store import repo
 from bot.runtime import build_runtime
 from bot.server import start_local
+from bot.slack.inbound import SocketModeHandler
 from bot.slack.lane import Lane
 from bot.store import connect
-from fbworld.slack import FakeSlack, SlackSender
+from fbworld.slack import FakeSlack, SlackSender, SocketSender
 from tests.support import workspace
 
 if TYPE_CHECKING:
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 T0 = 1_796_008_200.0
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
+APP_TOKEN = "xapp-1-A1-test-app-token"  # Socket Mode's app-level token
+MODES = ("http", "socket")  # how Slack reaches the app (the `mode` fixture, tests/conftest.py)
 
 
 @dataclass
@@ -41,6 +45,7 @@ class RunningApp:
     slack: FakeSlack
     lane: Lane
     checkpoints: Checkpointer | None = None  # the audit checkpoint signer, with FIREBREAK_AUDIT_KEY
+    socket: SocketModeHandler | None = None  # Socket Mode: the app's connection to the emulator
     _n: Any = field(default_factory=itertools.count)
 
     async def command(self, text: str, user: str = "U_IC", channel: str = "C_GENERAL", **kw: Any) -> str:
@@ -140,14 +145,24 @@ class RunningApp:
         return await self.services.scheduler.tick()
 
     async def stop(self) -> None:
+        if self.socket is not None:
+            await self.socket.close_async()
         await self.runner.cleanup()
         await self.services.redis.aclose()
 
 
-async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None, **settings: Any) -> RunningApp:
+async def start_app(
+    slack: FakeSlack, redis_url: str, clock: Clock | None = None, mode: str = "http", **settings: Any
+) -> RunningApp:
     """The app as `serve` starts it (its start checks too), on ``slack`` (given the test workspace's
-    user groups unless it has its own: tests/support/workspace.py)."""
+    user groups unless it has its own: tests/support/workspace.py); ``mode`` "socket" connects it
+    to the emulator's Socket Mode as `serve` does with SLACK_APP_TOKEN, and its ``sender`` delivers
+    envelopes there instead of signed POSTs."""
+    assert mode in MODES, mode
     workspace.seed(slack)
+    if mode == "socket":
+        settings.setdefault("slack_app_token", APP_TOKEN)
+        slack.socket.app_token = settings["slack_app_token"]
     s = load_settings(
         slack_bot_token=TOKEN,
         slack_signing_secret=SECRET,
@@ -168,7 +183,13 @@ async def start_app(slack: FakeSlack, redis_url: str, clock: Clock | None = None
     del slack.calls[before:]
     runner, port = await start_local(rt.web)
     url = f"http://127.0.0.1:{port}"
-    return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane, rt.checkpoints)
+    if mode == "http":
+        return RunningApp(url, rt.services, runner, SlackSender(url, SECRET), slack, rt.lane, rt.checkpoints)
+    socket = SocketModeHandler(rt.bolt, settings["slack_app_token"], rt.lane)
+    await socket.connect_async()
+    await slack.socket.wait_connected()
+    del slack.calls[before:]  # apps.connections.open is start-up too
+    return RunningApp(url, rt.services, runner, SocketSender(slack.socket), slack, rt.lane, rt.checkpoints, socket)
 
 
 async def audit_entries(app: RunningApp, incident: str | None = None) -> list[dict]:

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bot.core.registry import Hook
+from bot.core.registry import Hook, Port
 from fbworld.kube import FakeKubeCluster
 from levers.kube import kube_for
 from levers.plan import ApiCall
 from levers.store import lever_store
 from tests.support.harness import RunningApp
+from tests.support.messages import channel_texts as channel_texts
+from tests.support.messages import say
 
 # Always truthy, so `if KUBECTL:` never quietly skips the kubectl reference run:
 # a missing kubectl fails in kubectl() below.
@@ -32,10 +34,13 @@ class Cells:
     kubeconfig: Path
 
 
-def replace_hook(app: RunningApp, hook: Hook[F], *fns: F) -> None:
-    """Make ``fns`` the only functions filling ``hook`` in this app. The registry is the app's own
-    (built per app), so nothing leaks into other tests. (Candidate for tests/support/harness.py.)"""
-    app.services.registry._hooks[hook.name] = list(fns)
+def replace_hook(app: RunningApp, hook: Hook[F] | Port[F], *fns: F) -> None:
+    """Make ``fns`` the only functions filling ``hook`` (a Port: the one function) in this app. The
+    registry is the app's own (built per app), so nothing leaks into other tests."""
+    if isinstance(hook, Port):
+        (app.services.registry._ports[hook.name],) = fns
+    else:
+        app.services.registry._hooks[hook.name] = list(fns)
 
 
 async def start_hooks(app: RunningApp) -> None:
@@ -85,19 +90,6 @@ def comparable(obj: dict[str, Any] | None, drop_provenance: bool = True) -> dict
 def patches(cell: FakeKubeCluster) -> list:
     """The writes that could store something (a dryRun=All request stores nothing)."""
     return [r for r in cell.requests if r.method != "GET" and r.query.get("dryRun") != "All"]
-
-
-def channel_texts(app: RunningApp, channel: str) -> list[str]:
-    return [str(m.get("text", "")) for m in app.slack.messages(channel)]
-
-
-async def say(app: RunningApp, text: str, user: str, channel: str, timeout: float = 15.0) -> str:
-    """Like app.run, but waits for the reply after a "Planning …" ack (levers can take seconds)."""
-    key = await app.command(text, user=user, channel=channel)
-    ack = (app.last_ack or "").strip()
-    if ack and "planning" not in ack.lower():
-        return ack
-    return await app.reply(key, timeout=timeout)
 
 
 async def _stored(app, cells, text: str, user: str, channel: str) -> str:

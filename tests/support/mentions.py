@@ -10,10 +10,9 @@ its usage text's placeholders (``<text>``, ``<@user>``) carry no ``!``, scheme, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
 
 from fbworld.slack import FakeSlack
+from tests.support.messages import texts
 
 # Methods whose arguments Slack renders as message or view text.
 RENDERED = ("chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "views.update")
@@ -21,19 +20,6 @@ POSTS = ("chat.postMessage", "chat.update")
 _TOKEN = re.compile(r"<([^<>]*)>")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 INVISIBLE = re.compile("[\u200b-\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]")
-
-
-def texts(obj: Any) -> Iterator[str]:
-    """Every string under a ``text`` key, at any depth (message text, blocks, fields, headers, views)."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if k == "text" and isinstance(v, str):
-                yield v
-            else:
-                yield from texts(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from texts(v)
 
 
 def active(text: str, channels: set[str]) -> list[str]:

@@ -291,8 +291,8 @@ VLLM_TTFT_BUCKETS: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.inf,
 )  # fmt: skip
-# The seeds' TTFT SLO is 2 s; vLLM has no 2 s boundary, so "fast" is le="2.5", the nearest
-# published boundary at or above it (policies/levers.yaml `headroom.query` uses the same).
+# The shipped TTFT SLO is 2 s (docs/levers.md, Route weight); vLLM has no 2 s boundary, so "fast" is
+# le="2.5", the nearest published boundary at or above it (policies/levers.yaml `headroom.query` uses the same).
 DEFAULT_THRESHOLD = 2.5
 DEFAULT_MODEL = "llm-70b"  # the served model name (vLLM's model_name label)
 DEFAULT_PODS = ("vllm-0", "vllm-1")

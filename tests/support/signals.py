@@ -18,6 +18,7 @@ from bot.incidents.models import Incident
 from bot.incidents.store import repo
 from bot.store import Keys
 from tests.support.harness import RunningApp
+from tests.support.messages import channel_texts as texts  # a channel's texts, as the signals tests call them
 from tests.support.services import REPO_ROOT
 
 T = TypeVar("T")
@@ -134,11 +135,6 @@ async def incidents(app: RunningApp) -> list[Incident]:
 
 async def pending_jobs(app: RunningApp) -> int:
     return int(await app.services.redis.zcard(Keys.sched("due")))
-
-
-def texts(app: RunningApp, channel: str | None) -> list[str]:
-    assert channel
-    return [str(m["text"]) for m in app.slack.messages(channel)]
 
 
 def summaries(app: RunningApp, channel: str | None) -> list[str]:

@@ -18,6 +18,8 @@ import yaml
 
 from fbworld.kube import FakeKubeCluster, samples, write_kubeconfig
 from tests.support.harness import T0, RunningApp, start_app
+from tests.support.messages import block_texts
+from tests.support.messages import say as say
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "policies"
@@ -121,29 +123,11 @@ async def app(slack, redis_url, clock, cells: Cells, app_settings: dict) -> Asyn
     await running.stop()
 
 
-async def say(app: RunningApp, text: str, user: str, channel: str, timeout: float = 30.0) -> str:
-    """The reply to a command whose ack ("Asking Prometheus…") comes first."""
-    key = await app.command(text, user=user, channel=channel)
-    return await app.reply(key, timeout=timeout)
-
-
 def posted(app: RunningApp, channel: str, starts: str) -> dict:
     """The one message in ``channel`` whose fallback text starts with ``starts``."""
     found = [m for m in app.slack.messages(channel) if str(m.get("text", "")).startswith(starts)]
     assert len(found) == 1, [m.get("text") for m in app.slack.messages(channel)]
     return found[0]
-
-
-def block_texts(message: dict) -> list[str]:
-    """Every text of the message's blocks, in order (sections, then context elements)."""
-    out = []
-    for b in message.get("blocks") or []:
-        if b.get("type") == "section" and b.get("text"):
-            out.append(b["text"]["text"])
-        for e in b.get("elements") or []:
-            if e.get("text"):
-                out.append(e["text"])
-    return out
 
 
 def notes_of(message: dict) -> str:

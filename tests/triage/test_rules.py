@@ -157,7 +157,8 @@ def _policy(tmp_path: Path, edit) -> Path:
     return tmp_path
 
 
-def test_the_shipped_queries_name_every_row_of_the_design():
+def test_the_shipped_queries_name_every_documented_row():
+    # docs/signals-and-postmortem.md, "`/incident triage`", lists these rows.
     names = [q.name for q in load_policy(SHIPPED).queries.queries]
     assert names == [
         "ttft_p99",

@@ -3,7 +3,7 @@ the objects every lever acts on, dcgm-exporter on every GPU node (fbworld/dcgm.p
 a GPU, and the series it shows), and (when no Prometheus is configured) a simulated Prometheus
 answering the policy's queries for a healthy fleet, its DCGM rows from those GPUs.
 
-Names follow DESIGN.md section 10's examples, so the README's lever lines work as typed:
+Names are the ones docs/operating.md's console table and the README's lever lines use, so they work as typed:
 `research-h100`, `serve-chat/llm-70b`, `edge/chat-global`, GPU nodes `gpu-a3-01xx`.
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bot import logs
+from bot.chat import person
 from bot.comms.system import post_once
 from bot.core.eligibility import oncall_now
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
@@ -125,7 +126,7 @@ async def remediation_alarm(svc: Services, req: Request, cmd: RemediationAlarm, 
     )
     if opened:
         ic = found.holder("ic")
-        seat = f"IC <@{ic}>" if ic else "no IC on call"
+        seat = f"IC {person(ic)}" if ic else "no IC on call"
         text = f"Opened by Firebreak for the remediation alarm (SEV{found.sev}, {seat}).\n" + text
     if problems:
         text += f"\n:warning: Opening it went only part-way: {'; '.join(problems)}."

@@ -5,7 +5,6 @@ API for kubernetes_asyncio and kubectl. One instance = one cluster (cell).
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import copy
 import json
@@ -151,14 +150,6 @@ class FakeKubeCluster:
         scheme = "https" if self.tls else "http"
         self.url = f"{scheme}://127.0.0.1:{sock.getsockname()[1]}"
         return self.url
-
-    @property
-    def ca_data(self) -> str:
-        """base64 of the CA certificate, for a kubeconfig's certificate-authority-data."""
-        pki = tls.made()
-        if not self.tls or pki is None:
-            raise RuntimeError(f"{self.name} serves no TLS (tls=False, or not started)")
-        return base64.b64encode(pki.ca_pem).decode()
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """For raw HTTP clients (aiohttp `ssl=`): trusts this server's CA. None when tls=False."""

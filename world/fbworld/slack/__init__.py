@@ -1,5 +1,6 @@
 """Slack, emulated: one Web API emulator (SlackEmulator; FakeSlack adds opt-in fault injection)
-and the requests Slack sends the app, signed by slack_sdk (inbound)."""
+and the requests Slack sends the app, signed by slack_sdk (inbound) or as Socket Mode envelopes
+(socket_mode)."""
 
 from .faults import FakeSlack
 from .inbound import (
@@ -13,6 +14,7 @@ from .inbound import (
     view_submission_body,
 )
 from .server import UPLOAD_URL, Call, Event, ResponseUrlPost, SlackEmulator
+from .socket_mode import Ack, SocketMode, SocketSender
 from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, UserGroup
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "BOT_USER_ID",
     "TEAM_ID",
     "UPLOAD_URL",
+    "Ack",
     "Call",
     "Event",
     "FakeSlack",
@@ -28,6 +31,8 @@ __all__ = [
     "SlackEmulator",
     "SlackError",
     "SlackSender",
+    "SocketMode",
+    "SocketSender",
     "UserGroup",
     "block_actions_body",
     "event_body",

@@ -40,6 +40,7 @@ from typing import Any, Self
 from aiohttp import BodyPartReader, web
 
 from . import scopes as _scopes
+from .socket_mode import OPEN, SocketMode
 from .state import BOT_ID, BOT_USER_ID, TEAM_ID, File, SlackError, SlackState, UserGroup
 
 UPLOAD_URL = "upload_url"  # the Call.method recorded for a POST to an upload URL
@@ -122,6 +123,7 @@ class SlackEmulator:
         self.scopes: tuple[str, ...] = tuple(granted)  # assign to regrant (the app reinstalled)
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # "http://127.0.0.1:PORT"
+        self.socket = SocketMode()  # apps.connections.open and its WebSocket (socket_mode.py)
         self._handlers: dict[str, Callable[[dict], dict]] = {
             "auth.test": self._auth_test,
             "conversations.create": self._conv_create,
@@ -153,15 +155,17 @@ class SlackEmulator:
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response/{key}", self._handle_response_url)
         app.router.add_route("*", "/upload/v1/{key}", self._handle_upload)
+        app.router.add_get("/link/", self.socket.handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base_url = f"http://127.0.0.1:{port}"
+        self.base_url = self.socket.base_url = f"http://127.0.0.1:{port}"
         return self.api_url
 
     async def stop(self) -> None:
+        await self.socket.close()  # a Socket Mode client's WebSocket would hold the cleanup up
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -337,6 +341,11 @@ class SlackEmulator:
             return fault
         if not token:
             return web.json_response({"ok": False, "error": "not_authed"})
+        if token.startswith("xapp-") or method == OPEN:
+            # Slack's token types: an app-level token opens Socket Mode connections and nothing else.
+            if not (token.startswith("xapp-") and method == OPEN):
+                return web.json_response({"ok": False, "error": "not_allowed_token_type"})
+            return web.json_response(self.socket.open(token))
         if not token.startswith("xoxb-") or (self.token is not None and token != self.token):
             return web.json_response({"ok": False, "error": "invalid_auth"})
         handler = self._handlers.get(method)
