@@ -3,9 +3,10 @@ kube context) and ``Cluster`` (one context's API), with their two errors.
 
 The app builds one implementation at start (bot/runtime.py, from KUBECONFIG and the policy's API
 timeout) and hands it to the capabilities as ``Services.clusters``. That implementation is
-levers/kube.py, on kubernetes_asyncio; nothing else imports kubernetes_asyncio (an import contract
-in pyproject.toml). A lever only ever gets the client of its own cell's context, so it cannot touch
-another cell (docs/levers.md).
+levers/kube.py, on kubernetes_asyncio; nothing else imports kubernetes_asyncio, and nothing but the
+runtime (and the console's flag check) imports levers/kube.py (import contracts in pyproject.toml).
+A lever only ever gets the client of its own cell's context, so it cannot touch another cell
+(docs/levers.md).
 """
 
 from __future__ import annotations

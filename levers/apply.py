@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from bot import logs
+from bot.clusters import KubeError
 from levers import messages
 from levers.base import Ctx, Lever
-from levers.kube import KubeError
 from levers.plan import ABSENT, ANNOTATIONS, JSON_PATCH, MERGE, ApiCall, Plan, container_pre, ptr, read, restore_ops
 
 log = logs.get(__name__)

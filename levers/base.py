@@ -18,10 +18,9 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.chat import quote
-from bot.clusters import Cluster
+from bot.clusters import Cluster, KubeError
 from bot.core.services import Services
 from bot.policy.levers import LeverRule, LeversPolicy
-from levers.kube import KubeError
 from levers.plan import JSON_PATCH, MERGE, ApiCall, Plan, is_absent, kubectl_patch, read, restore_ops
 from levers.price import Price
 

@@ -34,7 +34,6 @@ from bot.core.services import Services
 from levers.base import Ctx, Lever, LeverRefusal, Target, Writes, params_of
 from levers.catalogue import LEVERS
 from levers.context import for_record
-from levers.kube import kube_for
 from levers.plan import ABSENT, INCIDENT_ANNOTATION, PRESENT, REQUEST_ANNOTATION, canonical, ptr
 from levers.requests import LeverRequest
 from levers.scope import FLEET
@@ -92,7 +91,7 @@ async def where(svc: Services, rec: LeverRequest) -> Lever:
         raise Tampered(f"the lever `{_shown(rec.lever)}`, which is not in the catalogue")
     pol = svc.policy.levers
     if rec.cell == FLEET:
-        fleet = rec.context == pol.fleet_context or await kube_for(svc).same_server(rec.context, pol.fleet_context)
+        fleet = rec.context == pol.fleet_context or await svc.clusters.same_server(rec.context, pol.fleet_context)
         if not fleet:
             raise Tampered(f"the fleet context `{_shown(rec.context)}`, whose API server is not the fleet's")
     elif rec.context != pol.context_of(rec.cell):

@@ -5,13 +5,12 @@ from __future__ import annotations
 from bot.core.services import Services
 from levers.base import Ctx, Target, params_of, version_of
 from levers.catalogue import LEVERS
-from levers.kube import kube_for
 from levers.requests import LeverRequest
 
 
 async def for_record(svc: Services, rec: LeverRequest) -> Ctx:
     lever = LEVERS[rec.lever]
-    client = await kube_for(svc).client(rec.context)
+    client = await svc.clusters.client(rec.context)
     target = Target.parse(rec.target, lever.kind.namespaced, lever.kind.kind)
     return Ctx(
         svc=svc,

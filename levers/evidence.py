@@ -23,12 +23,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bot.clusters import KubeError
 from bot.core.services import Services
 from bot.redact import scrub
 from bot.store import Redis
 from levers import messages
 from levers.base import Ctx
-from levers.kube import KubeError
 from levers.plan import canonical
 from levers.requests import LeverRequest
 

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 from bot import logs, metrics
 from bot.chat.text import literal
 from bot.clock import hhmm
+from bot.clusters import KubeError, UnknownCell
 from bot.core.posts import announce
 from bot.core.services import Services
 from levers import authz, bounds, evidence, gitops, hooks, inflight, messages, resolve
@@ -26,7 +27,6 @@ from levers.apply import Changed, NotApplied, apply_plan
 from levers.base import Ctx, Lever, LeverRefusal, priced
 from levers.catalogue import LEVERS
 from levers.context import for_record
-from levers.kube import KubeError, UnknownCell
 from levers.plan import Plan
 from levers.price import Moves, Price, show
 from levers.requests import LeverEvent, LeverRequest, LeverState

@@ -30,9 +30,9 @@ from datetime import datetime
 from typing import Any
 
 from bot import logs
+from bot.clusters import KubeError
 from bot.prom import Failed, Scalar, Vector
 from levers.base import Ctx
-from levers.kube import KubeError
 from levers.price import GPU_HOURS, Cost, show
 
 log = logs.get(__name__)

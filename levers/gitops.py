@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.clock import hhmm
+from bot.clusters import KubeError
 from levers import recheck as later
 from levers.base import Access, Ctx, Lever, Verified
-from levers.kube import KubeError
 from levers.plan import INCIDENT_ANNOTATION, REQUEST_ANNOTATION, Plan, is_absent, ptr, read
 
 TRACKING_ID = "argocd.argoproj.io/tracking-id"

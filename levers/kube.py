@@ -1,6 +1,7 @@
 """Kubernetes access: one ApiClient per kube context, created lazily. The one implementation of the
-port in bot/clusters.py; the runtime builds one ``Kube`` (bot/runtime.py) and the capabilities reach
-it as ``Services.clusters`` (``kube_for``).
+port in bot/clusters.py; the runtime builds one ``Kube`` (bot/runtime.py) and the capabilities, the
+levers among them, reach it as ``Services.clusters`` and never import this module (an import contract
+in pyproject.toml).
 
 A lever only ever gets the client of its own cell's context, so it cannot
 touch another cell. Every call carries the plan's exact content type; every
@@ -49,10 +50,7 @@ from kubernetes_asyncio.config.kube_config import (
 )
 
 from bot import logs, metrics
-from bot.clusters import Call, Clusters
-from bot.clusters import KubeError as KubeError  # the port's errors, re-exported for the levers
-from bot.clusters import UnknownCell as UnknownCell
-from bot.core.services import Services
+from bot.clusters import Call, KubeError, UnknownCell
 from bot.redact import scrub_text
 from bot.version import user_agent
 
@@ -690,8 +688,3 @@ class Kube:
         for c in self._clients.values():
             await c.close()
         self._clients.clear()
-
-
-def kube_for(svc: Services) -> Clusters:
-    """The app's kube clients: the one ``Kube`` the runtime built (``Services.clusters``)."""
-    return svc.clusters

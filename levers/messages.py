@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.chat.text import code_block, inert, literal, person
+from bot.clusters import KubeError
 from levers.catalogue import LEVERS
-from levers.kube import KubeError
 from levers.plan import canonical
 from levers.price import Price
 from levers.requests import LeverRequest, LeverState

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.chat import quote
+from bot.clusters import KubeError, UnknownCell
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from levers import authz, gitops, hooks, messages
@@ -20,7 +21,6 @@ from levers.base import Ctx, LeverRefusal, Target, params_of, priced, version_of
 from levers.catalogue import LEVERS
 from levers.commands import PullLever
 from levers.executor import execute_approved
-from levers.kube import KubeError, UnknownCell, kube_for
 from levers.plan import Plan
 from levers.requests import LeverRequest, LeverState
 from levers.scope import OutOfScope, Scope, approval_reasons, place, resolve, scope_name
@@ -98,7 +98,7 @@ async def _pull(svc: Services, req: Request, cmd: PullLever, inc: IncidentView, 
         lever.accepts(svc.policy.levers, target, params)
         scope = await place(svc, lever, cmd.cell, inc)
         needs = approval_reasons(svc.policy.levers, lever, scope, target)
-        client = await kube_for(svc).client(scope.context)
+        client = await svc.clusters.client(scope.context)
         version = await version_of(lever.kind, client)
     except OutOfScope as e:
         raise Refusal(str(e), out_of_scope=cmd.cell) from None

@@ -14,6 +14,7 @@ unless the first died between its post and its mark. Nothing is re-applied: it r
 from __future__ import annotations
 
 from bot import logs
+from bot.clusters import KubeError, UnknownCell
 from bot.core.posts import announce
 from bot.core.services import Services
 from bot.core.timeline import code
@@ -22,7 +23,6 @@ from bot.scheduler import Job
 from bot.store import Keys
 from levers import gitops
 from levers.base import Ctx, LeverRefusal, Verified
-from levers.kube import KubeError, UnknownCell
 from levers.plan import Plan
 from levers.requests import LeverState
 from levers.store import lever_store

@@ -34,6 +34,7 @@ from typing import Any
 from bot import logs, metrics
 from bot.chat import person
 from bot.clock import hhmm
+from bot.clusters import KubeError, UnknownCell
 from bot.core import dispatch
 from bot.core.posts import announce
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request, Source
@@ -43,7 +44,6 @@ from levers import bounds, hooks, inflight, messages
 from levers.base import LeverRefusal
 from levers.catalogue import LEVERS
 from levers.commands import LeverSettle
-from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, REQUEST_ANNOTATION, Plan, ptr, read
 from levers.requests import IN_FLIGHT, LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.clusters import KubeError, UnknownCell
 from bot.core.request import IncidentView
 from bot.core.services import Services
 from bot.policy.levers import LeversPolicy
 from levers.base import Access, Lever, LeverRefusal, Target, rule_of
-from levers.kube import KubeError, UnknownCell, kube_for
 
 FLEET = "fleet"
 # Reading a cluster's identity (levers/kube.py IDENTITY_PATH): deploy/rbac grants exactly this.
@@ -64,7 +64,7 @@ async def by_server(svc: Services, scope: Scope, identify: bool = True) -> Scope
     if scope.fleet:
         return scope
     fleet = svc.policy.levers.fleet_context
-    if await kube_for(svc).same_server(scope.context, fleet, identify):
+    if await svc.clusters.same_server(scope.context, fleet, identify):
         return Scope(FLEET, scope.context, alias=scope.cell)
     return scope
 
@@ -88,7 +88,7 @@ async def place(svc: Services, lever: Lever, cell: str | None, inc: IncidentView
     scope = await by_server(svc, named, identify=in_scope)
     if scope.fleet or inc is None or scope.cell in inc.cells:
         return scope
-    known = await kube_for(svc).contexts()
+    known = await svc.clusters.contexts()
     if known is not None and scope.context not in known:
         raise UnknownCell(scope.context, known)  # a typo is said as such, not as a scope question
     raise OutOfScope(out_of_scope(scope.cell, inc))
@@ -113,7 +113,7 @@ async def known_cells(svc: Services) -> list[str] | None:
     """KNOWN_CELLS: the policy's cells and the kubeconfig's contexts, the fleet context left out
     (None: no kubeconfig and no cells in the policy)."""
     pol = svc.policy.levers
-    contexts = await kube_for(svc).contexts()
+    contexts = await svc.clusters.contexts()
     if contexts is None and not pol.cells:
         return None
     return [c for c in [*pol.cells, *(contexts or [])] if c not in (pol.fleet_context, FLEET)]

@@ -31,8 +31,8 @@ from enum import StrEnum
 from typing import Any
 
 from bot import logs
+from bot.clusters import KubeError, UnknownCell
 from bot.core.services import Services
-from levers.kube import KubeError, UnknownCell, kube_for
 from levers.plan import MERGE, ApiCall
 
 log = logs.get(__name__)
@@ -69,7 +69,7 @@ def probe(node: str) -> ApiCall:
 async def check(svc: Services, context: str) -> Result:
     """One context's verdict (never raises for what the cell answers)."""
     try:
-        client = await kube_for(svc).client(context)
+        client = await svc.clusters.client(context)
         listed = await client.get("/api/v1/nodes", {"limit": "1"})
         items = listed.get("items") or []
         if not items:
@@ -113,7 +113,7 @@ def _state(svc: Services) -> SelfTest:
 
 async def run(svc: Services) -> dict[str, Result]:
     """Check every kube context at once; keep and log the results."""
-    contexts = await kube_for(svc).contexts() or []
+    contexts = await svc.clusters.contexts() or []
     results = await asyncio.gather(*(check(svc, c) for c in contexts))
     state = _state(svc)
     state.results, state.at = {r.context: r for r in results}, time.monotonic()
@@ -148,7 +148,7 @@ async def at_start(svc: Services) -> None:
 
 async def readiness(svc: Services) -> tuple[str, bool, Any] | None:
     """/readyz: ("admission", ready, each context's verdict); None without a kubeconfig (no cell to check)."""
-    if not await kube_for(svc).contexts():
+    if not await svc.clusters.contexts():
         return None
     state = _state(svc)
     if state.stale():

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from bot import logs, metrics
 from bot.chat import person
 from bot.clock import hhmm
+from bot.clusters import KubeError, UnknownCell
 from bot.core.posts import announce
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
@@ -36,7 +37,6 @@ from levers.catalogue import LEVERS
 from levers.commands import Undo
 from levers.context import for_record
 from levers.executor import ExecResult
-from levers.kube import KubeError, UnknownCell
 from levers.plan import JSON_PATCH, canonical, is_absent
 from levers.requests import LeverEvent, LeverRequest, LeverState
 from levers.store import lever_store

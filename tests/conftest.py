@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 from bot.clock import ManualClock
 from fbworld.kube import tls
 from fbworld.slack import FakeSlack
+from tests.support import harness
 from tests.support.harness import T0, RunningApp, start_app
 from tests.support.redis_server import RedisServer
 from tests.support.redis_topologies import ClusterSetup
@@ -75,9 +76,18 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def mode() -> str:
-    """How Slack reaches the `app`: "http", or "socket" (Socket Mode); a test parametrizes it to run
-    in both (tests/support/harness.py MODES)."""
+    """How Slack reaches the app: "http", or "socket" (Socket Mode). A module runs in both with
+    ``pytestmark = pytest.mark.parametrize("mode", MODES)`` (tests/support/harness.py; the list of
+    such suites is in docs/operating.md)."""
     return "http"
+
+
+@pytest.fixture(autouse=True)
+def _start_app_in_mode(mode: str) -> Iterator[None]:
+    """Every app a test starts without naming a mode is in the test's (harness.mode_of_test)."""
+    harness.mode_of_test = mode
+    yield
+    harness.mode_of_test = "http"
 
 
 @pytest.fixture

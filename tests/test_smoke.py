@@ -1,4 +1,8 @@
-from tests.support.harness import audit_entries
+import pytest
+
+from tests.support.harness import MODES, audit_entries
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 
 async def test_declare_creates_channel_card_and_audit(app):

@@ -41,7 +41,7 @@ def seats_text(seats: list[str]) -> str:
 
 
 def seat_holders(seats: list[str], holder: dict[str, str | None]) -> str:
-    """ "the IC (<@U1>) and the Security lead (nobody yet)": the seats with who sits in them now."""
+    """ "the IC (U1, named) and the Security lead (nobody yet)": the seats with who sits in them now."""
 
     def one(s: str) -> str:
         who = holder.get(s)

@@ -14,7 +14,7 @@ from bot.approvals.jobs import EXPIRE_JOB
 from bot.approvals.rules import details, on_card, required_seats, seat_title, seats_text
 from bot.approvals.scope import FLEET
 from bot.approvals.store import Ballot, Expired, Vote, VoteCode, ballots
-from bot.chat import person
+from bot.chat import channel_ref, person
 from bot.clock import hhmm
 from bot.core.eligibility import eligibility
 from bot.core.request import Outcome, Refusal, Request
@@ -95,7 +95,7 @@ async def _vote(svc: Services, req: Request, inc: Incident, bid: str, choice: st
         raise Refusal(f"{bid} is not an approval request of {inc.id}; nothing changed.", **base)
     base = {**details(b), "vote": choice, "code": v.code.value}
     if v.code is VoteCode.ELSEWHERE:
-        where = f" in <#{v.seat}>" if v.seat else ""
+        where = f" in {channel_ref(v.seat)}" if v.seat else ""
         raise Refusal(
             f"That button is not on the approval card of {bid}; nothing changed. "
             f"Press {choice.capitalize()} on the card itself{where}.",

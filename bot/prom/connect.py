@@ -299,8 +299,9 @@ class Prometheus:
     def _call(self, endpoint: str, fetch: Callable[[PrometheusConnect], Any], parse: Callable[[Any], Result]) -> Result:
         if self.ca_file is not None and not os.access(self.ca_file, os.R_OK):
             return Failed(Why.CA_FILE, f"PROMETHEUS_CA_FILE {self.ca_file} can't be read")
+        client = self._client()  # outside the try: a fault in making it is ours, not "malformed"
         try:
-            raw = fetch(self._client())
+            raw = fetch(client)
         except PrometheusApiClientException as exc:
             return _refusal(exc)
         except _TokenUnreadable as exc:

@@ -17,7 +17,7 @@ POST /slack/events keeps only what is HTTP's, each answered with a 4xx and one l
    401 from it is logged here as ``signature_mismatch``).
 
 Socket Mode (``SocketModeHandler``): the connection's app-level token is the proof, nothing is
-signed; the envelope id travels in the Delivery, as the replay guard's key (bot/slack/replays.py).
+signed; the envelope travels in the Delivery, for the replay guard's key (bot/slack/replays.py).
 
 No I/O happens before the ack: replays are caught after it.
 """
@@ -39,7 +39,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
-from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 
 from bot import logs
@@ -170,7 +170,7 @@ class SocketModeHandler(AsyncSocketModeHandler):
         super().__init__(app, app_token)
         self._lane = lane
 
-    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+    async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         start = time.time()
         with self._lane.acking():  # after-ack work waits to start meanwhile (bot/slack/lane.py)
             bolt_req = AsyncBoltRequest(

@@ -4,8 +4,12 @@ Over HTTP, the delivery is the signed request (timestamp and bytes): one sent ag
 byte while its signature is still valid does nothing the second time. Slack's own HTTP retries
 are signed anew (a later timestamp), so they are not replays here; the event's own dedupe
 (bot/comms/watch.py) decides for those. Over Socket Mode nothing is signed and there is no
-raw body: the delivery is the envelope, and Slack delivers an envelope it saw no ack for again
-under the same envelope id (with ``retry_attempt``), so the envelope id is the key.
+raw body, and an envelope Slack delivers again comes under a new envelope id, so the key is
+what Slack keeps the same in the payload: a command's or an interaction's ``trigger_id`` (one
+per invocation), and an event's ``event_id`` with its ``retry_attempt`` (Slack's retry of an
+event is a new delivery, as over HTTP, for the event's own dedupe to decide; the same attempt
+twice, as over two connections during a refresh, is the replay). The envelope id is the key
+only for a payload with neither (a modal closed, an options load).
 
 The check runs in the after-ack work, never before the ack: Slack's 3 s budget is not spent
 on a Redis round trip, and a replay is simply acknowledged again.
@@ -19,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.socket_mode.request import SocketModeRequest
 
 from bot import logs
 from bot.slack import verify
@@ -38,10 +43,20 @@ ALREADY = "Already received; nothing done twice."
 Job = Callable[[], Awaitable[None]]
 
 
+def socket_key(envelope: SocketModeRequest) -> str:
+    """What Slack keeps the same when it delivers this envelope again (the module's docstring)."""
+    payload = envelope.payload
+    if envelope.type == "events_api" and isinstance(event_id := payload.get("event_id"), str):
+        return f"event:{event_id}:{envelope.retry_attempt or 0}"
+    if isinstance(trigger_id := payload.get("trigger_id"), str):
+        return f"{envelope.type}:{trigger_id}"
+    return f"envelope:{envelope.envelope_id}"
+
+
 def digest(request: AsyncBoltRequest) -> str:
     delivery = delivery_of(request)
     if delivery is not None and delivery.envelope is not None:
-        return hashlib.sha256(f"envelope:{delivery.envelope.envelope_id}".encode()).hexdigest()
+        return hashlib.sha256(socket_key(delivery.envelope).encode()).hexdigest()
     stamp = request.headers.get(verify.TIMESTAMP.lower(), [""])[0]
     return hashlib.sha256(f"{stamp}:".encode() + request.raw_body.encode()).hexdigest()
 

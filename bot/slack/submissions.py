@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 
@@ -144,9 +145,11 @@ def install(app: AsyncApp, svc: Services, lane: Lane, replays: Replays) -> None:
             detail = {"callback_id": callback, "reason": message}
             lane.submit(replays.once(request, Kind.view, _record(svc, "modal.invalid", user, inc_id, detail)))
             return
-        except Exception:  # the form must be answered within Slack's 3 s whatever failed; logged whole
+        except Exception as exc:  # the form must be answered within Slack's 3 s whatever failed; logged whole
             log.exception("modal_check_failed", callback_id=callback)
-            await _refuse(ack, view, "Firebreak can't reach its store; nothing changed. Try again in a minute.")
+            store = isinstance(exc, (RedisError, OSError, TimeoutError))
+            why = "can't reach its store" if store else "could not check this form"
+            await _refuse(ack, view, f"Firebreak {why}; nothing changed. Try again in a minute.")
             return
         await ack()
         lane.submit(replays.once(request, Kind.view, lambda: _run(svc, req)))

@@ -13,21 +13,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from redis.exceptions import RedisError
 
 from bot import logs
 from bot.chat import ChatError, quote
 from bot.clock import hhmm
+from bot.clusters import KubeError, UnknownCell
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.triage import rules, streams, views
 from bot.triage.access import ROLLOUT_NAMESPACES
 from bot.triage.commands import Changed
-from levers.kube import CellClient, KubeError, UnknownCell, kube_for
 from levers.requests import LeverRequest
 
 log = logs.get(__name__)
+
+T = TypeVar("T")
 
 ROLLOUTS = "Rollouts (weights, images)"
 NODES = "Node layer"
@@ -77,7 +80,7 @@ def _why(exc: BaseException, timeout: float, ref: str) -> str:
     return f"{type(exc).__name__} (ref {ref} in the logs)"
 
 
-async def _read(work: Awaitable[object], timeout: float, ref: str, what: str) -> tuple[object, str | None]:
+async def _read(work: Awaitable[T], timeout: float, ref: str, what: str) -> tuple[T | None, str | None]:
     """``work``'s result, or None and why it failed (never raises: one stream's failure is its own)."""
     try:
         return await asyncio.wait_for(work, timeout), None
@@ -96,10 +99,9 @@ def _items(got: object) -> list[str]:
 async def _kube_streams(svc: Services, cell: str, since: float, hours: float, ref: str) -> list[StreamReport]:
     pol = svc.policy.queries.changed
     context = svc.policy.levers.context_of(cell)
-    client, err = await _read(kube_for(svc).client(context), pol.timeout_seconds, ref, "kube_client")
+    client, err = await _read(svc.clusters.client(context), pol.timeout_seconds, ref, "kube_client")
     if err is not None or client is None:
         return [StreamReport(t, error=err) for t in (ROLLOUTS, NODES, EVENTS)]
-    assert isinstance(client, CellClient)
     quarantine = svc.policy.levers.node_quarantine
     selector = quarantine.gpu_node_selector
     reads = await asyncio.gather(

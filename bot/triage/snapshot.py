@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from bot import logs
 from bot.chat import ChatError, quote
 from bot.clock import hhmm
+from bot.clusters import KubeError, UnknownCell
 from bot.core.request import IncidentView, Outcome, Refusal, Request
 from bot.core.services import Services
 from bot.policy.queries import TriageQuery
@@ -22,7 +23,6 @@ from bot.prom import Failed, PromQuery, Result, Why
 from bot.triage import rules, views
 from bot.triage.commands import Triage
 from levers import outofservice
-from levers.kube import KubeError, UnknownCell, kube_for
 
 log = logs.get(__name__)
 
@@ -84,7 +84,7 @@ async def _cell_nodes(svc: Services, cell: str) -> str | None:
     None when there is no kubeconfig at all (triage is Prometheus's; the cluster adds who)."""
     pol = svc.policy.levers.node_quarantine
     try:
-        client = await kube_for(svc).client(svc.policy.levers.context_of(cell))
+        client = await svc.clusters.client(svc.policy.levers.context_of(cell))
         nodes = await asyncio.wait_for(
             client.list_all("/api/v1/nodes", {"labelSelector": pol.gpu_node_selector}),
             svc.policy.queries.timeout_seconds,

@@ -20,6 +20,7 @@ from typing import Any
 
 from bot.chat.text import literal
 from bot.clock import hhmm
+from bot.clusters import Cluster
 from bot.core.services import Services
 from bot.incidents.store import repo
 from bot.policy.levers import QuarantinePolicy
@@ -27,7 +28,6 @@ from bot.policy.queries import ChangedPolicy
 from bot.prom import Failed, PromQuery, Scalar, Vector
 from bot.triage import rules
 from levers import outofservice
-from levers.kube import CellClient
 from levers.requests import LeverRequest, LeverState
 from levers.store import lever_store
 
@@ -205,7 +205,7 @@ def _rollout_change(ro: Mapping[str, Any], owned: list[Mapping[str, Any]], since
     return _RolloutChange(when, ", ".join(parts))
 
 
-async def rollouts(client: CellClient, since: float, limit: int, namespaces: Sequence[str]) -> list[str]:
+async def rollouts(client: Cluster, since: float, limit: int, namespaces: Sequence[str]) -> list[str]:
     """Rollouts with a ReplicaSet created since ``since``, or a canary or blue-green still in flight.
 
     Read only in ``namespaces`` (where rollout-abort acts, policies/levers.yaml): a Rollout's and a
@@ -250,7 +250,7 @@ def _spread_line(what: str, values: Mapping[str, str | None], total: int, limit:
 
 
 async def nodes(
-    client: CellClient,
+    client: Cluster,
     pol: ChangedPolicy,
     selector: str,
     since: float,
@@ -335,7 +335,7 @@ def _objects(n: int) -> str:
     return f"{n} object" + ("" if n == 1 else "s")
 
 
-async def events(client: CellClient, since: float, hours: float, limit: int) -> list[str]:
+async def events(client: Cluster, since: float, hours: float, limit: int) -> list[str]:
     """Warning events (core/v1) seen since ``since``, one line per object (involvedObject, or
     events.k8s.io's regarding) and reason: how many, first and last seen, the latest message. The
     event recorder keeps one Event object per message, so a pod's BackOff with another exit code is

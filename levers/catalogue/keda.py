@@ -30,13 +30,13 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from bot.chat.text import code
+from bot.clusters import KubeError
 from bot.policy.levers import LeverRule
 from bot.prom import Failed, PromQuery, Why
 from bot.prom.promql import fill
 from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, NoParams, Target, Verified, Writes, awaited
 from levers.catalogue.simple import merge_plan
-from levers.kube import KubeError
 from levers.plan import Plan, is_absent, ptr, read
 from levers.price import Cost, Price, show
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from bot.clusters import KubeError
 from bot.policy.levers import LeverRule
 from levers import gangs
 from levers.base import Access, Ctx, Kind, Lever, Writes
 from levers.catalogue.jobset import WORKLOAD, finished
 from levers.catalogue.simple import merge_plan
-from levers.kube import KubeError
 from levers.plan import Plan
 from levers.price import Cost, Price
 

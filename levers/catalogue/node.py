@@ -20,12 +20,12 @@ from typing import Any
 
 from pydantic import field_validator
 
+from bot.clusters import KubeError
 from bot.policy.levers import LeverRule
 from levers import budgets, gangs, returngate
 from levers.base import Access, Ctx, Kind, Lever, NoParams, Target, Verified, Writes
 from levers.catalogue.jobset import JOB_UID_LABEL, QUEUE_LABEL, WORKLOAD, JobSetSuspend, finished, owned_by
 from levers.catalogue.simple import merge_plan
-from levers.kube import KubeError
 from levers.plan import ABSENT, ANNOTATIONS, LABELS, Plan, container_pre, is_absent, ptr, read, restore_ops
 from levers.price import GPU_HOURS, Cost, Price
 

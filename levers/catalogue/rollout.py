@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.clock import hhmm
+from bot.clusters import KubeError
 from bot.policy.levers import LeverRule, LeversPolicy
 from levers import recheck
 from levers.base import Access, Ctx, Kind, Lever, LeverRefusal, Verified, Writes
-from levers.kube import KubeError
 from levers.plan import ApiCall, Plan, merge_body, read, with_provenance
 from levers.price import Cost, Price
 

@@ -25,12 +25,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.clusters import KubeError
 from bot.policy.levers import LeverRule
 from bot.prom.promql import fill
 from levers import pricing
 from levers.base import Access, Ctx, Kind, Lever, Verified, Writes
 from levers.catalogue.simple import merge_plan
-from levers.kube import KubeError
 from levers.plan import LABELS, Plan, container_pre, ptr
 from levers.price import Cost, Price
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
+
 from bot.approvals.store import ballots
 from tests.support.approvals import buttons, grant, text_of
-from tests.support.harness import T0, audit_entries
+from tests.support.harness import MODES, T0, audit_entries
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 HOLD = "lever kueue-hold research-h100 --cell us-east-3"
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
+
 from fbworld.slack import block_actions_body
 from levers import executor
 from levers.store import lever_store
 from tests.support.approvals import DRAIN, buttons, card, request_drain, text_of
-from tests.support.harness import T0, audit_entries
+from tests.support.harness import MODES, T0, audit_entries
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 
 async def test_card_shows_the_plan_and_buttons(world):

@@ -7,8 +7,12 @@ no dedupe "done", no scheduler ack). The next delivery must post, once.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.comms import LEASE, TITLE, _msg, _warnings, escalations, kill_at_post, killed_tick, reminders
-from tests.support.harness import T0, audit_entries
+from tests.support.harness import MODES, T0, audit_entries
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 
 async def test_reminder_redelivered_after_a_crash_mid_post_is_posted_once(app, clock):

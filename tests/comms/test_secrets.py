@@ -7,7 +7,9 @@ import pytest
 from bot.comms.secrets import scan
 from bot.policy import load_policy
 from tests.support.comms import TITLE, _msg, _warnings
-from tests.support.harness import audit_entries
+from tests.support.harness import MODES, audit_entries
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 EXTRA = load_policy().comms.secret_patterns
 SLACK_TOKEN = "xoxb-2417-1234567890-AbCdEfGhIjKlMnOp"

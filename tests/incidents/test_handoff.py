@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.incidents.store import repo
 from tests.support.core import BOB, CAROL, IC, OPS, TITLE
-from tests.support.harness import T0, audit_entries
+from tests.support.harness import MODES, T0, audit_entries
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 
 async def _handoff(app, ch: str, role: str = "ic", to: str = CAROL, user: str = IC) -> dict:

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.clusters import KubeError
 from fbworld.kube import FAKE_TOKEN, FakeKubeCluster, samples, tls
 from fbworld.kube.kubeconfig import cluster_entry
-from levers.kube import FIELD_MANAGER, Kube, KubeError, read_kubeconfig
+from levers.kube import FIELD_MANAGER, Kube, read_kubeconfig
 from levers.plan import JSON_PATCH, MERGE, ApiCall
 from tests.support.harness import audit_entries
 from tests.support.levers import KUBECTL, OPS, say

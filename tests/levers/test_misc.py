@@ -10,7 +10,7 @@ import pytest
 from bot.policy.loader import PolicyError, load_policy
 from fbworld.kube import samples
 from levers.catalogue import LEVERS
-from levers.kube import kube_for
+from levers.kube import Kube
 from levers.store import lever_store
 from tests.support.harness import audit_entries, start_app
 from tests.support.lever_fixtures import write_policy
@@ -81,7 +81,9 @@ async def test_app_cleanup_closes_the_kube_clients(slack, redis_url, clock, cell
     )
     inc = await app.declare(roles={"ops": OPS})
     assert "applied and verified" in await say(app, "lever kueue-hold research-h100", OPS, inc.channel_id)
-    sessions = [c.api.rest_client.pool_manager for c in kube_for(app.services)._clients.values()]
+    kube = app.services.clusters
+    assert isinstance(kube, Kube)  # the implementation's sessions: what cleanup must close
+    sessions = [c.api.rest_client.pool_manager for c in kube._clients.values()]
     assert sessions and not any(s.closed for s in sessions)
     await app.stop()
     assert all(s.closed for s in sessions)

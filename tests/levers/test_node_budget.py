@@ -8,7 +8,10 @@ import asyncio
 import pytest
 
 from levers.store import lever_store
+from tests.support.harness import MODES
 from tests.support.levers import OPS, patches, say
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.clusters import KubeError
 from fbworld.kube import samples
 from levers import hooks
 from levers.base import Ctx, Target, params_of
 from levers.catalogue import LEVERS
 from levers.executor import execute_approved
-from levers.kube import KubeError, kube_for
 from levers.store import lever_store
 from tests.support.levers import OPS, comparable, patches, replace_hook, say
 from tests.support.ports import free_port
@@ -138,7 +138,7 @@ async def test_guard_fails_a_concurrent_edit_instead_of_overwriting(app, cells):
     """The planned JSON patch, sent after someone else moved the weight, is refused by the server."""
     inc = await app.declare(roles={"ops": OPS})
     lever = LEVERS["route-weight"]
-    client = await kube_for(app.services).client("us-east-3")
+    client = await app.services.clusters.client("us-east-3")
     ctx = Ctx(
         svc=app.services,
         kube=client,

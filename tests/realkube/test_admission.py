@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.clusters import KubeError
 from fbworld.kube import samples
 from levers.base import Ctx, Lever, Target, params_of, version_of
 from levers.catalogue import LEVERS
-from levers.kube import KubeError, kube_for
 from levers.plan import MERGE, ApiCall, Plan, read
 from tests.support.catalogue import assert_every_lever
 from tests.support.deploy import DEPLOY, policy
@@ -177,7 +177,7 @@ async def plan_of(
 ) -> tuple[Ctx, Plan]:
     """The lever's own plan for the object as the bot reads it (what a pull would send)."""
     lever: Lever = LEVERS[lever_name]
-    client = await kube_for(app.services).client(context)
+    client = await app.services.clusters.client(context)
     ctx = Ctx(
         svc=app.services,
         kube=client,

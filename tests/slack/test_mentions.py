@@ -22,8 +22,10 @@ from bot.clock import ManualClock
 from bot.incidents.rules import slugify
 from fbworld.slack import FakeSlack
 from tests.support.core import BOB, CAROL, IC, TITLE
-from tests.support.harness import T0, RunningApp, start_app
+from tests.support.harness import MODES, T0, RunningApp, start_app
 from tests.support.mentions import INVISIBLE, POSTS, pings, received, texts
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 # What a hostile (or careless) person can put in a command, as Slack delivers it.
 INJECT = "<!channel> <!here> <!everyone> <!subteam^S1|@x> <https://evil|click>"

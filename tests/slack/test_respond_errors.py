@@ -12,6 +12,9 @@ import pytest
 import structlog
 
 from bot.chat import ChatError
+from tests.support.harness import MODES
+
+pytestmark = pytest.mark.parametrize("mode", MODES)  # over HTTP and over Socket Mode (docs/operating.md)
 
 
 async def _help_with_respond(

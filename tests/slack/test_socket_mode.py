@@ -2,9 +2,10 @@
 apps.connections.open and WebSocket (world/fbworld/slack/socket_mode.py).
 
 The same request path as HTTP (bot/slack/inbound.py): commands are answered, a second command is
-not taken for a replay of the first (nothing is signed on the socket; the envelope id is the
-delivery), an envelope Slack delivers again is acted on once, a bad payload is acked and does
-nothing, and the app keeps working across Slack's disconnect/reconnect."""
+not taken for a replay of the first (nothing is signed on the socket), a payload Slack delivers
+again, in a new envelope, is acted on once (bot/slack/replays.py), a bad payload is acked and
+does nothing, and the app keeps working across Slack's disconnect/reconnect. The command, button,
+form and event suites run in this mode too (docs/operating.md lists them)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import aiohttp
 import pytest
 
 from bot.slack.replays import ALREADY
-from fbworld.slack import FakeSlack, slash_command_body
+from fbworld.slack import FakeSlack, block_actions_body, event_body, slash_command_body
 from fbworld.slack.socket_mode import SLASH_COMMANDS, envelope_of
 from tests.support import workspace
+from tests.support.comms import _msg, _warnings
+from tests.support.core import CAROL
 from tests.support.harness import APP_TOKEN, TOKEN, RunningApp, audit_entries
-from tests.telemetry.test_shutdown import Serve
+from tests.support.serve import Serve
 
 pytestmark = pytest.mark.parametrize("mode", ["socket"])
 
@@ -66,6 +69,40 @@ async def test_an_envelope_not_acked_in_time_is_delivered_again_and_acted_on_onc
     texts = [r["text"] for r in app.slack.responses_for("slow")]
     assert sum(t.startswith("Declared INC-1") for t in texts) == 1, texts
     assert len(app.slack.calls_to("conversations.create")) == 1
+
+
+async def test_a_redelivery_comes_in_a_new_envelope_and_a_button_runs_once(app: RunningApp) -> None:
+    """Slack names each delivery with its own envelope id: the duplicate is known by the payload's
+    trigger_id (bot/slack/replays.py), not by the envelope."""
+    inc = await app.declare("GPU hang", sev=3, cells=())
+    ch = inc.channel_id or ""  # declare asserted it
+    await app.run(f"handoff ic <@{CAROL}>", channel=ch)
+    socket = app.slack.socket
+    socket.ack_timeout = 0.5
+    socket.lose_acks(1)
+    body = block_actions_body("handoff.accept", f"{inc.id}/HO-1", CAROL, ch)
+    sent = len(socket.acks)
+    ack = await socket.deliver(*envelope_of(body, "application/x-www-form-urlencoded"))
+    assert ack.attempts == 2 and len(socket.acks) == sent + 1, ack
+    [first, second] = [e for link in socket._links for e in link.delivered][-2:]
+    assert first != second == ack.envelope_id
+    await app.drain()
+    entries = [e for e in await audit_entries(app) if e["action"] == "command.accept"]
+    assert [e["detail"]["result"] for e in entries] == ["ok"], entries
+
+
+async def test_an_event_redelivered_after_a_lost_ack_is_flagged_once(app: RunningApp) -> None:
+    """Slack's retry of an event is a new delivery (retry_attempt 1): the event's own dedupe
+    (bot/comms/watch.py) sees it was handled."""
+    inc = await app.declare("GPU hang", sev=2, cells=())
+    socket = app.slack.socket
+    socket.ack_timeout = 0.5
+    socket.lose_acks(1)
+    body = event_body(_msg(inc.channel_id or "", "key: AKIAIOSFODNN7EXAMPLE"), "EvLost")
+    ack = await socket.deliver(*envelope_of(body, "application/json"))
+    assert ack.attempts == 2, ack
+    await app.drain()
+    assert len(_warnings(app, inc.channel_id)) == 1
 
 
 async def test_a_bad_payload_is_acked_and_does_nothing(app: RunningApp, capsys: pytest.CaptureFixture[str]) -> None:

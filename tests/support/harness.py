@@ -34,6 +34,9 @@ SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-1-A1-test-app-token"  # Socket Mode's app-level token
 MODES = ("http", "socket")  # how Slack reaches the app (the `mode` fixture, tests/conftest.py)
+# start_app's mode when its caller names none: the test's `mode`, set by tests/conftest.py, so the
+# fixtures that start the app (approvals' world, comms', levers') run in the mode the test is in.
+mode_of_test = "http"
 
 
 @dataclass
@@ -152,12 +155,13 @@ class RunningApp:
 
 
 async def start_app(
-    slack: FakeSlack, redis_url: str, clock: Clock | None = None, mode: str = "http", **settings: Any
+    slack: FakeSlack, redis_url: str, clock: Clock | None = None, mode: str | None = None, **settings: Any
 ) -> RunningApp:
     """The app as `serve` starts it (its start checks too), on ``slack`` (given the test workspace's
     user groups unless it has its own: tests/support/workspace.py); ``mode`` "socket" connects it
     to the emulator's Socket Mode as `serve` does with SLACK_APP_TOKEN, and its ``sender`` delivers
-    envelopes there instead of signed POSTs."""
+    envelopes there instead of signed POSTs (None: the test's, ``mode_of_test``)."""
+    mode = mode or mode_of_test
     assert mode in MODES, mode
     workspace.seed(slack)
     if mode == "socket":

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 from bot.core.registry import Hook, Port
 from fbworld.kube import FakeKubeCluster
-from levers.kube import kube_for
 from levers.plan import ApiCall
 from levers.store import lever_store
 from tests.support.harness import RunningApp
@@ -107,6 +106,6 @@ async def _crashed_executing(app, rid: str, started: float) -> None:
 async def _send(app, rid: str, calls: slice = slice(None)) -> None:
     """What the dead process had sent before it died."""
     rec = await lever_store(app.services).get(rid)
-    client = await kube_for(app.services).client(rec.context)
+    client = await app.services.clusters.client(rec.context)
     for call in rec.plan["calls"][calls]:
         await client.send(ApiCall.from_dict(call))

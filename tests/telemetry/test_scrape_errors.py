@@ -8,7 +8,6 @@ from __future__ import annotations
 import aiohttp
 import structlog
 
-import levers.selftest
 from tests.support.telemetry import is_nan, scrape
 
 
@@ -31,10 +30,10 @@ async def test_a_bug_behind_a_gauge_is_logged_with_its_traceback(app):
 
 
 async def test_a_bug_in_a_readiness_check_is_not_ready_and_logged_with_its_traceback(app, monkeypatch):
-    def buggy(svc: object) -> object:
+    async def buggy() -> list[str] | None:
         raise TypeError("a bug in the check")
 
-    monkeypatch.setattr(levers.selftest, "kube_for", buggy)
+    monkeypatch.setattr(app.services.clusters, "contexts", buggy)
     with structlog.testing.capture_logs() as logged:
         async with aiohttp.ClientSession() as s, s.get(app.url + "/readyz") as r:
             status, body = r.status, await r.json()

@@ -7,6 +7,7 @@ import asyncio
 
 from bot import logs
 from bot.chat import person
+from bot.clusters import KubeError
 from bot.comms.system import post_once
 from bot.core.eligibility import oncall_now
 from bot.core.request import SYSTEM_ACTOR, IncidentView, Outcome, Refusal, Request
@@ -20,7 +21,6 @@ from bot.signals.remediation.store import store
 from levers.base import Ctx, LeverRefusal, NoParams, Target
 from levers.catalogue import LEVERS
 from levers.catalogue.remediation import NHC
-from levers.kube import KubeError, kube_for
 
 log = logs.get(__name__)
 
@@ -40,7 +40,7 @@ async def offers(svc: Services, req: Request, cell: str, incident: str) -> list[
     pol = svc.policy.levers
     context = pol.context_of(cell)
     try:
-        client = await kube_for(svc).client(context)
+        client = await svc.clusters.client(context)
         items = await asyncio.wait_for(client.list_all(NHC_LIST), pol.api_timeout_seconds)
     except KubeError as e:
         if e.code == 404:

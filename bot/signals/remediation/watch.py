@@ -21,6 +21,7 @@ import math
 import structlog
 
 from bot import logs
+from bot.clusters import KubeError, UnknownCell
 from bot.comms.system import CLAIM_OF_LEASE
 from bot.core.dispatch import execute
 from bot.core.request import SYSTEM_ACTOR, Request, Source
@@ -33,7 +34,6 @@ from bot.signals import rules as signal_rules
 from bot.signals.remediation.commands import MAX_NODES, RemediationAlarm
 from bot.signals.remediation.store import Observed, Pending, store
 from levers import outofservice
-from levers.kube import KubeError, UnknownCell, kube_for
 from levers.scope import known_cells
 
 log = logs.get(__name__)
@@ -103,7 +103,7 @@ async def watch_all(svc: Services) -> None:
 async def watch_cell(svc: Services, cell: str) -> None:
     pol = svc.policy.levers
     q, a = pol.node_quarantine, pol.remediation_alarm
-    client = await kube_for(svc).client(pol.context_of(cell))
+    client = await svc.clusters.client(pol.context_of(cell))
     nodes = await asyncio.wait_for(
         client.list_all("/api/v1/nodes", {"labelSelector": q.gpu_node_selector}), pol.api_timeout_seconds
     )

@@ -105,7 +105,8 @@ def manifest(path: Path | None = None) -> dict[str, Any]:
     """The app manifest (deploy/slack-app-manifest.yaml unless ``path``), parsed."""
     where = path or MANIFEST
     try:
-        loaded = yaml.safe_load(where.read_text())
+        # libyaml's loader where PyYAML has it: every emulator start reads the manifest.
+        loaded = yaml.load(where.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except FileNotFoundError:
         raise FileNotFoundError(
             f"the Slack app manifest is not at {where}: the Slack emulator gives its token the manifest's "

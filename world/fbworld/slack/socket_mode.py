@@ -9,8 +9,11 @@ As https://api.slack.com/apis/socket-mode describes it, and as slack_sdk's own c
 * On connect the server sends ``hello``; then envelopes ``{"envelope_id", "type"
   (slash_commands | interactive | events_api), "payload", "accepts_response_payload",
   "retry_attempt", "retry_reason"}``, each answered by an ack ``{"envelope_id", "payload"?}``.
-  An envelope not acked within ``ack_timeout`` is delivered again, same id, ``retry_attempt`` + 1
-  (``retry_reason`` "timeout"), up to ``max_retries`` times.
+  An envelope not acked within ``ack_timeout`` is delivered again, ``retry_attempt`` + 1
+  (``retry_reason`` "timeout"), up to ``max_retries`` times: the same payload in a new envelope,
+  under a new ``envelope_id`` (an id names one delivery; what stays is the payload's own ids, an
+  event's ``event_id``, an interaction's ``trigger_id``), so an app cannot take the envelope id
+  for the duplicate's key.
 * ``disconnect`` (``{"type": "disconnect", "reason": "refresh_requested" | "warning"}``): the
   client opens a new connection; the old one gets no more envelopes and is closed once the new
   one is up.
@@ -184,8 +187,9 @@ class SocketMode:
         retry_attempt: int = 0,
         retry_reason: str | None = None,
     ) -> Ack:
-        """Send an envelope to the app and wait for its ack, delivering it again (retry_attempt + 1)
-        each time ``ack_timeout`` passes without one; TimeoutError after ``max_retries`` retries."""
+        """Send an envelope to the app and wait for its ack, delivering it again (a new envelope id,
+        retry_attempt + 1) each time ``ack_timeout`` passes without one; TimeoutError after
+        ``max_retries`` retries. ``envelope_id``: the first delivery's (a test sending one envelope twice)."""
         env = Envelope(
             envelope_id or f"{uuid.uuid4()}",
             type,
@@ -197,20 +201,22 @@ class SocketMode:
         for attempt in range(1, self.max_retries + 2):
             link = await self._live(timeout=max(self.ack_timeout, 5.0))
             fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            waiting = self._waiting.setdefault(env.envelope_id, [])
+            sent_as = env.envelope_id
+            waiting = self._waiting.setdefault(sent_as, [])
             waiting.append(fut)
             try:
                 await link.ws.send_str(env.message())
                 link.delivered.append(env.envelope_id)
                 got = await asyncio.wait_for(fut, self.ack_timeout)
             except (TimeoutError, ConnectionResetError):
+                env.envelope_id = f"{uuid.uuid4()}"  # a new envelope for the same payload
                 env.retry_attempt += 1
                 env.retry_reason = "timeout"
                 continue
             finally:
                 waiting.remove(fut)
                 if not waiting:
-                    self._waiting.pop(env.envelope_id, None)
+                    self._waiting.pop(sent_as, None)
             ack = Ack(env.envelope_id, got or None, attempt)
             self.acks.append(ack)
             return ack
