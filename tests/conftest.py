@@ -14,6 +14,26 @@ from tests.support.harness import T0, RunningApp, start_app
 from tests.support.redis_server import RedisServer
 from tests.support.redis_topologies import ClusterSetup
 
+# The modules that take longest, longest first. xdist's loadfile hands out files in collection order
+# (.ci/run passes --no-loadscope-reorder: its own order counts tests, and these heavy modules have few);
+# a minute-long module handed out last runs alone while the other workers sit idle.
+HEAVY_FIRST = ("tests/reliability/", "tests/realkube/", "world/tests/drills/", "tests/audit/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Heavy modules first, then the rest by their number of tests, most first (xdist's own order)."""
+    per_file: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        per_file[path] = per_file.get(path, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int, str]:
+        path = item.nodeid.split("::", 1)[0]
+        heavy = next((i for i, p in enumerate(HEAVY_FIRST) if path.startswith(p)), len(HEAVY_FIRST))
+        return heavy, -per_file[path], path
+
+    items.sort(key=rank)  # stable: a module's tests keep their order
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

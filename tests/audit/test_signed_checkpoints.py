@@ -27,7 +27,7 @@ from tests.support import workspace
 from tests.support.audit_chain import replace_all, stored
 from tests.support.core import jsonl, run_cli
 from tests.support.harness import RunningApp, start_app
-from tests.telemetry.test_shutdown import SERVE_SECRET, Serve
+from tests.support.serve import SERVE_SECRET, Serve
 
 
 @pytest.fixture
