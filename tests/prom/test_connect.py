@@ -7,13 +7,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiohttp import web
 
 from bot.prom import Failed, Matrix, Scalar, Text, Vector, Why
 from bot.prom.connect import Prometheus
 from tests.support.harness import T0
 from tests.support.ports import free_port
-from tests.support.prometheus import CellHealth, PrometheusServer, ensure_services_installed, health_series, make_tls
+from tests.support.prometheus import (
+    CellHealth,
+    PrometheusServer,
+    answering,
+    ensure_services_installed,
+    health_series,
+    make_tls,
+)
 from tests.support.triage import serve
 
 START = T0 - 3600
@@ -125,17 +131,6 @@ async def test_answers_that_are_not_the_query_apis(status, body, content_type, w
     """Something that is not Prometheus (a proxy, a login page) answering on its URL. A 503 is
     answered once: the library's default retries (three, with backoff) are off."""
 
-    async def answer(request: web.Request) -> web.Response:
-        return web.Response(status=status, text=body, content_type=content_type)
-
-    app = web.Application()
-    app.router.add_get("/api/v1/query", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        got = await Prometheus(f"http://127.0.0.1:{runner.addresses[0][1]}").query("up", T0)
-    finally:
-        await runner.cleanup()
+    async with answering(body, status, content_type) as url:
+        got = await Prometheus(url).query("up", T0)
     assert got == want

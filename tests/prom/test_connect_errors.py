@@ -8,36 +8,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import web
 
 from bot.prom import Failed, Sample, Vector, Why, connect
 from bot.prom.connect import Prometheus
 from tests.support.harness import T0
+from tests.support.prometheus import answering
 
 VECTOR = (
     '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"cell": "a"}, "value": [1, "2"]}]}}'
 )
 
 
-async def _stub(body: str) -> AsyncIterator[str]:
-    async def answer(request: web.Request) -> web.Response:
-        return web.Response(text=body, content_type="application/json")
-
-    app = web.Application()
-    app.router.add_get("/api/v1/query", answer)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
 @pytest.fixture
 async def prometheus_url() -> AsyncIterator[str]:
-    async for url in _stub(VECTOR):
+    async with answering(VECTOR) as url:
         yield url
 
 
@@ -77,5 +61,5 @@ async def test_an_unexpected_error_in_the_call_is_not_unreachable(prometheus_url
     ],
 )
 async def test_a_200_that_is_not_the_query_apis_shape_is_malformed(body):
-    async for url in _stub(body):
+    async with answering(body) as url:
         assert await Prometheus(url).query("up", T0) == Failed(Why.MALFORMED)

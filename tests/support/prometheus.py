@@ -30,16 +30,18 @@ throwaway CA (``tls.ca_file``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import ssl
 import subprocess
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+from aiohttp import web
 from prometheus_client.utils import floatToGoString
 
 from fbworld.dcgm import DRIVER_VERSION as DCGM_DRIVER_VERSION
@@ -838,3 +840,22 @@ def demand_series(
                     points.append((ts, math.floor(total + 1e-9)))
                 out.append(Series("vllm:request_success_total", "counter", labels, points))
     return out
+
+
+@contextlib.asynccontextmanager
+async def answering(body: str, status: int = 200, content_type: str = "application/json") -> AsyncIterator[str]:
+    """Something on a Prometheus URL that answers every /api/v1/query with ``body``: a proxy's error
+    page, a login page, a wrong-shaped 200. Yields its URL."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(status=status, text=body, content_type=content_type)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
