@@ -1,4 +1,5 @@
-"""A Hook is for two or more listeners; a dependency with one implementer is passed in directly."""
+"""A Hook is for two or more listeners; a dependency with one implementer is a Port, which exactly one
+capability's ``register`` provides (a lower layer calls a higher one without importing it)."""
 
 from __future__ import annotations
 
