@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from bot import logs
 from bot.clock import ManualClock
 from fbworld.kube import tls
 from fbworld.slack import FakeSlack
@@ -40,10 +39,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "stakeholders: the comms app posts public updates to a stakeholder channel (tests/comms/conftest.py)"
     )
-    # Logs as `serve` configures them (bot.logs), for every run, not only for a run that happens to
-    # import tests/telemetry/test_secrets_out.py: structlog's unconfigured default renders each
-    # logged exception with rich and its locals, about 5 s apiece here.
-    logs.configure("INFO", json=True)
 
 
 # FIREBREAK_TEST_REDIS=cluster runs the tests that take `redis_url` against a three-master Redis
