@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fbworld.kube import write_kubeconfig
-from levers.store import lever_store
-from tests.support.levers import OPS, patches, say
+from tests.support.levers import OPS, a_fleet_alias_needs_the_fleet_approval, say
 
 KUBE_SYSTEM = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}
 
@@ -32,17 +31,7 @@ def app_settings(prometheus, cells, tmp_path) -> dict:
 
 
 async def test_a_context_on_the_fleet_by_another_name_needs_the_fleet_approval(app, cells):
-    inc = await app.declare(cells=("local",), roles={"ops": OPS})
-    out = await say(app, "lever route-weight edge/chat-global --cell local backend=cell-us-east-1", OPS, inc.channel_id)
-    assert "needs approval" in out and "`local` points at the fleet context's API server (`global`)" in out, out
-    assert not patches(cells.fleet)
-    [rec] = await lever_store(app.services).for_incident(inc.id)
-    assert (rec.state, rec.cell, rec.context) == ("pending_approval", "fleet", "local")
-
-    # A cell with its own kube-system is a cell: no fleet approval.
-    await app.run("scope add us-east-3", user="U_IC", channel=inc.channel_id)
-    out = await say(app, "lever kueue-hold research-h100 --cell us-east-3", OPS, inc.channel_id)
-    assert "applied and verified" in out, out
+    inc = await a_fleet_alias_needs_the_fleet_approval(app, cells)
 
     # Read once per context: more pulls ask nothing more.
     reads = len(cells.fleet.find_requests("GET", r"^/api/v1/namespaces/kube-system$"))

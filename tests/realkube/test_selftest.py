@@ -98,26 +98,24 @@ async def test_with_the_policies_matching_another_username_it_is_not_ready(slack
     }
     other = [{"name": "firebreak", "expression": "request.userInfo.username == 'system:serviceaccount:ops:firebreak'"}]
     for name in policies:
-        deployed.kubectl(
-            "patch",
-            "validatingadmissionpolicy",
-            name,
-            "--type=json",
-            "-p",
-            json.dumps([{"op": "replace", "path": "/spec/matchConditions", "value": other}]),
-        )
+        _match_conditions(deployed, name, other)
     try:
         status, body = await _settled(slack, redis_url, clock, deployed, 503)
     finally:
         for name, conditions in before.items():
-            deployed.kubectl(
-                "patch",
-                "validatingadmissionpolicy",
-                name,
-                "--type=json",
-                "-p",
-                json.dumps([{"op": "replace", "path": "/spec/matchConditions", "value": conditions}]),
-            )
+            _match_conditions(deployed, name, conditions)
     assert status == 503 and body["ok"] is False, body
     assert body["admission"]["us-east-3"].startswith("let through:"), body
     assert (await _settled(slack, redis_url, clock, deployed, 200))[0] == 200
+
+
+def _match_conditions(server: KubeAPIServer, policy: str, conditions: list) -> None:
+    """Set a ValidatingAdmissionPolicy's matchConditions, as an operator's `kubectl patch` would."""
+    server.kubectl(
+        "patch",
+        "validatingadmissionpolicy",
+        policy,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "replace", "path": "/spec/matchConditions", "value": conditions}]),
+    )

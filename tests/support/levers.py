@@ -109,3 +109,19 @@ async def _send(app, rid: str, calls: slice = slice(None)) -> None:
     client = await app.services.clusters.client(rec.context)
     for call in rec.plan["calls"][calls]:
         await client.send(ApiCall.from_dict(call))
+
+
+async def a_fleet_alias_needs_the_fleet_approval(app: RunningApp, cells: Any) -> Any:
+    """Context `local` reaches the fleet's API server (however its kubeconfig spells it): a lever
+    pulled there waits for the fleet approval and writes nothing; a cell on its own server does
+    not. The incident, for the caller's further checks."""
+    inc = await app.declare(cells=("local",), roles={"ops": OPS})
+    out = await say(app, "lever route-weight edge/chat-global --cell local backend=cell-us-east-1", OPS, inc.channel_id)
+    assert "needs approval" in out and "`local` points at the fleet context's API server (`global`)" in out, out
+    assert not patches(cells.fleet)
+    [rec] = await lever_store(app.services).for_incident(inc.id)
+    assert (rec.state, rec.cell, rec.context) == ("pending_approval", "fleet", "local")
+    await app.run("scope add us-east-3", user="U_IC", channel=inc.channel_id)
+    out = await say(app, "lever kueue-hold research-h100 --cell us-east-3", OPS, inc.channel_id)
+    assert "applied and verified" in out, out
+    return inc
